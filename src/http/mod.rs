@@ -1,0 +1,5 @@
+//! HTTP plumbing shared by the transports: client construction, SSE decoding, Retry-After.
+
+pub mod client;
+pub mod retry_after;
+pub mod sse;

@@ -1,0 +1,12 @@
+//! mcp-stdio: a gateway between Model Context Protocol peers that cannot talk directly.
+//!
+//! The binary is a thin shell over this library: [`cli::main`] parses the command line and
+//! dispatches to a mode. In relay mode stdout is the protocol wire, so nothing in this crate
+//! may print to it except the single writer in [`jsonrpc::writer`].
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod cli;
+pub mod http;
+pub mod jsonrpc;
+pub mod logging;
+pub mod relay;

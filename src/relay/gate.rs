@@ -1,0 +1,219 @@
+//! The pending table and emit gate: every answer to the host passes here, so each request
+//! id gets exactly one response (or none, if the host cancelled it).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use super::cancel::CancelTracker;
+use crate::jsonrpc::error::{error_response, with_error_object};
+use crate::jsonrpc::message::IdKey;
+use crate::jsonrpc::writer::Outbox;
+
+/// Where a request's answer goes: stdout, or the collector of the batch it came in.
+pub enum Sink {
+    Stdout,
+    /// `Some(answer)`, or `None` when the request was cancelled and will have no answer.
+    Batch(mpsc::UnboundedSender<Option<Vec<u8>>>),
+}
+
+struct Slot {
+    /// The id exactly as the host wrote it, for synthesized answers.
+    raw_id: String,
+    sink: Sink,
+    task: Option<AbortHandle>,
+}
+
+/// An error the relay answers with when the upstream could not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl Failure {
+    pub fn upstream(message: impl Into<String>) -> Self {
+        Self {
+            code: crate::jsonrpc::error::UPSTREAM_ERROR,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+/// How a registration went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Registered {
+    Ok,
+    /// The id is already waiting for an answer.
+    Duplicate,
+    /// `--max-in-flight` requests are already waiting.
+    Full,
+}
+
+pub struct Gate {
+    out: Outbox,
+    filter_cancelled: bool,
+    max_in_flight: usize,
+    slots: Mutex<HashMap<IdKey, Slot>>,
+    cancelled: Mutex<CancelTracker>,
+}
+
+impl Gate {
+    pub fn new(
+        out: Outbox,
+        filter_cancelled: bool,
+        cancel_ttl: Duration,
+        max_in_flight: usize,
+    ) -> Self {
+        Self {
+            out,
+            filter_cancelled,
+            max_in_flight,
+            slots: Mutex::new(HashMap::new()),
+            cancelled: Mutex::new(CancelTracker::new(cancel_ttl, max_in_flight.max(256) * 4)),
+        }
+    }
+
+    pub fn outbox(&self) -> &Outbox {
+        &self.out
+    }
+
+    /// Starts waiting for the answer to `id`.
+    pub fn register(&self, id: IdKey, raw_id: &str, sink: Sink) -> Registered {
+        let mut slots = self.slots.lock().expect("gate lock");
+        if slots.contains_key(&id) {
+            return Registered::Duplicate;
+        }
+        if slots.len() >= self.max_in_flight {
+            return Registered::Full;
+        }
+        self.cancelled.lock().expect("cancel lock").forget(&id);
+        slots.insert(
+            id,
+            Slot {
+                raw_id: raw_id.to_owned(),
+                sink,
+                task: None,
+            },
+        );
+        Registered::Ok
+    }
+
+    /// Remembers the task serving `id`, so a cancellation can abort its HTTP exchange.
+    pub fn attach(&self, id: &IdKey, task: AbortHandle) {
+        if let Some(slot) = self.slots.lock().expect("gate lock").get_mut(id) {
+            slot.task = Some(task);
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.slots.lock().expect("gate lock").len()
+    }
+
+    /// Delivers an upstream answer for `id`. Returns false (and drops it) when nobody is
+    /// waiting: the id was cancelled, already answered, or never asked.
+    pub async fn deliver(&self, id: &IdKey, line: Vec<u8>) -> bool {
+        let slot = self.slots.lock().expect("gate lock").remove(id);
+        match slot {
+            Some(slot) => {
+                send(&self.out, slot.sink, Some(line)).await;
+                true
+            }
+            None => {
+                if self
+                    .cancelled
+                    .lock()
+                    .expect("cancel lock")
+                    .take(id, Instant::now())
+                {
+                    tracing::debug!(%id, "dropped the late answer to a cancelled request");
+                } else {
+                    tracing::warn!(%id, "dropped an upstream answer that matches no pending request");
+                }
+                false
+            }
+        }
+    }
+
+    /// Answers `id` with a synthesized error, unless it was already answered or cancelled.
+    pub async fn fail(&self, id: &IdKey, failure: &Failure) {
+        let slot = self.slots.lock().expect("gate lock").remove(id);
+        if let Some(slot) = slot {
+            tracing::debug!(%id, message = %failure.message, "answering with a relay error");
+            let line = error_response(
+                &slot.raw_id,
+                failure.code,
+                &failure.message,
+                failure.data.clone(),
+            );
+            send(&self.out, slot.sink, Some(line)).await;
+        }
+    }
+
+    /// Answers `id` with an upstream error object whose own id was unusable (`null`).
+    pub async fn deliver_error_object(
+        &self,
+        id: &IdKey,
+        error: &serde_json::value::RawValue,
+    ) -> bool {
+        let raw_id = match self.slots.lock().expect("gate lock").get(id) {
+            Some(slot) => slot.raw_id.clone(),
+            None => return false,
+        };
+        self.deliver(id, with_error_object(&raw_id, error)).await
+    }
+
+    /// The host cancelled `id`: stop its exchange and make sure nothing reaches the host
+    /// for it. A no-op with `--no-cancel-filter` (the answer is then delivered as usual).
+    pub async fn cancel(&self, id: &IdKey) {
+        if !self.filter_cancelled {
+            return;
+        }
+        let slot = self.slots.lock().expect("gate lock").remove(id);
+        let Some(slot) = slot else { return };
+        self.cancelled
+            .lock()
+            .expect("cancel lock")
+            .insert(id.clone(), Instant::now());
+        if let Some(task) = slot.task {
+            task.abort();
+        }
+        send(&self.out, slot.sink, None).await;
+    }
+
+    /// Answers every request still waiting with `failure` (used at shutdown).
+    pub async fn fail_all(&self, failure: &Failure) {
+        let ids: Vec<IdKey> = self
+            .slots
+            .lock()
+            .expect("gate lock")
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            self.fail(&id, failure).await;
+        }
+    }
+}
+
+async fn send(out: &Outbox, sink: Sink, line: Option<Vec<u8>>) {
+    match (sink, line) {
+        (Sink::Stdout, Some(line)) => {
+            out.send(line).await;
+        }
+        (Sink::Stdout, None) => {}
+        (Sink::Batch(tx), line) => {
+            let _ = tx.send(line);
+        }
+    }
+}

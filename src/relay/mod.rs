@@ -1,0 +1,399 @@
+//! Relay mode: a stdio MCP server for the host on one side, a Streamable HTTP client of the
+//! remote server on the other. The loop here reads stdin and dispatches; each request runs
+//! as its own task, so nothing waits behind a slow call.
+
+mod cancel;
+pub mod exchange;
+pub mod gate;
+mod lane;
+mod methods;
+mod route;
+mod server_stream;
+pub mod upstream;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
+use url::Url;
+
+use crate::http::client::ClientOptions;
+use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
+use crate::jsonrpc::framing::{Frame, LineReader, trimmed};
+use crate::jsonrpc::message::{self, IdKey, Invalid, Kind};
+use crate::jsonrpc::writer::{self, Outbox};
+use exchange::Call;
+use gate::{Failure, Gate, Registered, Sink};
+use lane::Lane;
+use upstream::Upstream;
+
+/// Everything the relay needs, already validated. Built by `cli`; the relay never sees flags.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    pub url: Url,
+    /// `-H` headers and the bearer token (marked sensitive), sent on every request.
+    pub headers: HeaderMap,
+    pub client: ClientOptions,
+    /// Idle limit of the long-lived GET stream; `None` disables it.
+    pub sse_read_timeout: Option<Duration>,
+    pub max_message_size: usize,
+    pub max_in_flight: usize,
+    pub cancel_filter: bool,
+    pub cancel_ttl: Duration,
+    pub max_retries: u32,
+    pub retry_after_cap: Duration,
+    /// Consecutive failed attempts to resume or reopen a stream before giving up.
+    pub max_reconnects: u32,
+    pub shutdown_grace: Duration,
+}
+
+/// State shared by the reader loop and every request task.
+pub struct Relay {
+    pub config: RelayConfig,
+    pub upstream: Upstream,
+    pub gate: Gate,
+    tasks: TaskTracker,
+    server_stream: Mutex<Option<tokio::task::AbortHandle>>,
+    this: std::sync::Weak<Relay>,
+}
+
+impl Relay {
+    /// (Re)starts the GET stream for the current session, replacing any older one.
+    pub fn restart_server_stream(&self) {
+        let Some(relay) = self.this.upgrade() else {
+            return;
+        };
+        let task = tokio::spawn(server_stream::run(relay)).abort_handle();
+        if let Some(old) = self
+            .server_stream
+            .lock()
+            .expect("stream lock")
+            .replace(task)
+        {
+            old.abort();
+        }
+    }
+
+    fn stop_server_stream(&self) {
+        if let Some(task) = self.server_stream.lock().expect("stream lock").take() {
+            task.abort();
+        }
+    }
+}
+
+/// Why the reader loop stopped.
+enum Stop {
+    EndOfInput,
+    Signal(&'static str),
+    OutputClosed,
+    InputError(std::io::Error),
+}
+
+/// Runs the relay until stdin ends or a signal arrives; returns the process exit code.
+pub async fn run(config: RelayConfig) -> i32 {
+    let (outbox, mut writer_task) = writer::spawn(tokio::io::stdout(), 1024);
+    let upstream = match Upstream::new(&config) {
+        Ok(upstream) => upstream,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    tracing::info!(upstream = %upstream.display_url(), "relaying stdio to Streamable HTTP");
+    let gate = Gate::new(
+        outbox.clone(),
+        config.cancel_filter,
+        config.cancel_ttl,
+        config.max_in_flight,
+    );
+    let relay = Arc::new_cyclic(|this| Relay {
+        config,
+        upstream,
+        gate,
+        tasks: TaskTracker::new(),
+        server_stream: Mutex::new(None),
+        this: this.clone(),
+    });
+    let (lane, lane_task) = Lane::spawn(relay.clone(), 256);
+    let mut reader = LineReader::new(tokio::io::stdin(), relay.config.max_message_size);
+    let mut signals = std::pin::pin!(shutdown_signal());
+
+    let stop = loop {
+        tokio::select! {
+            biased;
+            name = &mut signals => break Stop::Signal(name),
+            _ = &mut writer_task => break Stop::OutputClosed,
+            frame = reader.next() => match frame {
+                Ok(Some(frame)) => dispatch(&relay, &lane, frame).await,
+                Ok(None) => break Stop::EndOfInput,
+                Err(e) => break Stop::InputError(e),
+            },
+        }
+    };
+    match &stop {
+        Stop::EndOfInput => tracing::debug!("stdin closed; shutting down"),
+        Stop::Signal(name) => tracing::info!(signal = name, "shutting down"),
+        Stop::OutputClosed => tracing::info!("stdout closed; shutting down"),
+        Stop::InputError(e) => tracing::warn!(error = %e, "cannot read stdin; shutting down"),
+    }
+    shut_down(&relay, lane, lane_task, &outbox).await;
+    0
+}
+
+/// Lets in-flight work finish within the grace period, answers what is left, ends the
+/// upstream session and flushes stdout.
+async fn shut_down(
+    relay: &Arc<Relay>,
+    lane: Lane,
+    lane_task: tokio::task::JoinHandle<()>,
+    outbox: &Outbox,
+) {
+    let grace = relay.config.shutdown_grace;
+    drop(lane);
+    relay.tasks.close();
+    let finished = tokio::time::timeout(grace, async {
+        relay.tasks.wait().await;
+        let _ = lane_task.await;
+    })
+    .await;
+    if finished.is_err() {
+        tracing::info!(
+            grace_s = grace.as_secs_f64(),
+            "in-flight requests did not finish within the shutdown grace"
+        );
+    }
+    let failure = Failure::upstream("the relay shut down before the upstream answered");
+    relay.gate.fail_all(&failure).await;
+    relay.stop_server_stream();
+    relay.upstream.delete_session(Duration::from_secs(2)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), outbox.flush()).await;
+}
+
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}
+
+/// Handles one line from the host.
+async fn dispatch(relay: &Arc<Relay>, lane: &Lane, frame: Frame) {
+    let out = relay.gate.outbox();
+    let line = match frame {
+        Frame::TooLong => {
+            let message = format!(
+                "message exceeds --max-message-size ({} bytes) and was skipped",
+                relay.config.max_message_size
+            );
+            out.send(error_response("null", INVALID_REQUEST, &message, None))
+                .await;
+            return;
+        }
+        Frame::Line(line) => line,
+    };
+    let Some(content) = trimmed(&line) else {
+        return;
+    };
+    let content = line.slice_ref(content);
+    if message::is_batch(&content) {
+        dispatch_batch(relay, lane, content).await;
+    } else {
+        dispatch_one(relay, lane, content, Sink::Stdout).await;
+    }
+}
+
+/// Handles one message. Its answer goes to `sink`; returns whether an answer will come.
+async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sink) -> bool {
+    let parsed = match message::parse(&content) {
+        Ok(parsed) => parsed,
+        Err(invalid) => {
+            reject(relay, invalid, sink).await;
+            return true;
+        }
+    };
+    match parsed.kind {
+        Kind::Request => {
+            let raw_id = parsed.id.expect("requests have ids").get().to_owned();
+            let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
+            let method = parsed.method.as_deref().unwrap_or_default().to_owned();
+            if method == "initialize" {
+                relay.upstream.remember_host_initialize(parsed.params);
+            }
+            match relay.gate.register(id.clone(), &raw_id, sink) {
+                Registered::Ok => {}
+                Registered::Duplicate => {
+                    let message = format!(
+                        "request id {raw_id} is already in flight; ids must be unique among pending requests"
+                    );
+                    relay
+                        .gate
+                        .outbox()
+                        .send(error_response(&raw_id, INVALID_REQUEST, &message, None))
+                        .await;
+                    return false;
+                }
+                Registered::Full => {
+                    let message = format!(
+                        "the relay already has --max-in-flight ({}) requests waiting; retry when some have finished",
+                        relay.config.max_in_flight
+                    );
+                    relay
+                        .gate
+                        .outbox()
+                        .send(error_response(&raw_id, UPSTREAM_ERROR, &message, None))
+                        .await;
+                    return false;
+                }
+            }
+            let call = Call {
+                id: id.clone(),
+                method,
+                line: content.clone(),
+            };
+            let task = relay.tasks.spawn(exchange::serve(relay.clone(), call));
+            relay.gate.attach(&id, task.abort_handle());
+            true
+        }
+        Kind::Notification => {
+            let method = parsed.method.as_deref().unwrap_or_default();
+            if method == "notifications/cancelled"
+                && let Some(id) = message::cancelled_request_id(parsed.params)
+            {
+                relay.gate.cancel(&id).await;
+            }
+            if method == "notifications/initialized" {
+                // Sent in line, before anything read after it: some servers refuse
+                // requests that arrive before initialization is complete.
+                if lane::deliver(relay, content).await {
+                    relay.restart_server_stream();
+                }
+            } else {
+                lane.push(content).await;
+            }
+            false
+        }
+        Kind::Response => {
+            lane.push(content).await;
+            false
+        }
+    }
+}
+
+async fn reject(relay: &Relay, invalid: Invalid, sink: Sink) {
+    let line = match invalid {
+        Invalid::NotJson(detail) => {
+            tracing::debug!(%detail, "the host sent a line that is not JSON");
+            error_response(
+                "null",
+                PARSE_ERROR,
+                "Parse error: the line is not valid JSON",
+                None,
+            )
+        }
+        Invalid::NotMessage { reason, id } => {
+            let message = format!("Invalid Request: {reason}");
+            error_response(
+                id.as_deref().unwrap_or("null"),
+                INVALID_REQUEST,
+                &message,
+                None,
+            )
+        }
+    };
+    match sink {
+        Sink::Stdout => {
+            relay.gate.outbox().send(line).await;
+        }
+        Sink::Batch(tx) => {
+            let _ = tx.send(Some(line));
+        }
+    }
+}
+
+/// A JSON-RPC batch (2025-03-26 hosts): each element is relayed on its own, and the
+/// answers go back together as one array, as JSON-RPC requires.
+async fn dispatch_batch(relay: &Arc<Relay>, lane: &Lane, content: Bytes) {
+    let out = relay.gate.outbox();
+    let items = match message::split_batch(&content) {
+        Ok(items) if items.is_empty() => {
+            out.send(error_response(
+                "null",
+                INVALID_REQUEST,
+                "Invalid Request: an empty batch",
+                None,
+            ))
+            .await;
+            return;
+        }
+        Ok(items) => items
+            .into_iter()
+            .map(|item| content.slice_ref(item.get().as_bytes()))
+            .collect::<Vec<_>>(),
+        Err(_) => {
+            out.send(error_response(
+                "null",
+                PARSE_ERROR,
+                "Parse error: the batch is not valid JSON",
+                None,
+            ))
+            .await;
+            return;
+        }
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut expected = 0;
+    for item in items {
+        if dispatch_one(relay, lane, item, Sink::Batch(tx.clone())).await {
+            expected += 1;
+        }
+    }
+    drop(tx);
+    if expected == 0 {
+        return;
+    }
+    let out = out.clone();
+    relay.tasks.spawn(async move {
+        let mut answers = Vec::with_capacity(expected);
+        while answers.len() < expected {
+            match rx.recv().await {
+                Some(Some(answer)) => answers.push(answer),
+                Some(None) => expected -= 1,
+                None => break,
+            }
+        }
+        if !answers.is_empty() {
+            out.send(join_batch(&answers)).await;
+        }
+    });
+}
+
+fn join_batch(answers: &[Vec<u8>]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(answers.iter().map(|a| a.len() + 1).sum::<usize>() + 1);
+    line.push(b'[');
+    for (i, answer) in answers.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(answer);
+    }
+    line.push(b']');
+    line
+}

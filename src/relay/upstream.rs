@@ -1,0 +1,405 @@
+//! The Streamable HTTP upstream (revisions 2025-03-26 to 2025-11-25): session state, POST
+//! with retries, the GET stream request, re-initialization and DELETE.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use bytes::Bytes;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use url::Url;
+
+use super::RelayConfig;
+use super::gate::Failure;
+use crate::http::{client, retry_after, sse::root_cause};
+use crate::jsonrpc::message::{self, Kind};
+
+pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const ACCEPT_SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// What the upstream told us at initialization, and what we need to do it again.
+#[derive(Default)]
+struct Session {
+    id: Option<HeaderValue>,
+    protocol_version: Option<HeaderValue>,
+    /// Bumped on every (re)initialization, so concurrent 404s re-initialize only once.
+    generation: u64,
+    /// `params` of the host's own `initialize`, replayed when the session is lost.
+    host_initialize_params: Option<String>,
+    reinit_count: u64,
+}
+
+/// A response plus what was true of the session when the request was sent.
+pub struct Posted {
+    pub response: reqwest::Response,
+    pub generation: u64,
+    pub carried_session: bool,
+}
+
+pub struct Upstream {
+    url: Url,
+    base_headers: HeaderMap,
+    /// For POSTs and stream resumption: reads time out after `--timeout-read`.
+    requests: reqwest::Client,
+    /// For the long-lived GET stream: reads time out after `--sse-read-timeout`.
+    listener: reqwest::Client,
+    max_retries: u32,
+    retry_after_cap: Duration,
+    max_message_size: usize,
+    read_timeout: Duration,
+    session: Mutex<Session>,
+    reinit: tokio::sync::Mutex<()>,
+}
+
+impl Upstream {
+    pub fn new(config: &RelayConfig) -> Result<Self, String> {
+        let requests = client::build(&config.client)?;
+        let mut listener_options = config.client.clone();
+        listener_options.read_timeout = config.sse_read_timeout;
+        let listener = client::build(&listener_options)?;
+        Ok(Self {
+            url: config.url.clone(),
+            base_headers: config.headers.clone(),
+            requests,
+            listener,
+            max_retries: config.max_retries,
+            retry_after_cap: config.retry_after_cap,
+            max_message_size: config.max_message_size,
+            read_timeout: config.client.read_timeout.unwrap_or(Duration::MAX),
+            session: Mutex::new(Session::default()),
+            reinit: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The URL as it may appear in logs: no userinfo, no query (either can hold secrets).
+    pub fn display_url(&self) -> String {
+        let mut shown = format!(
+            "{}{}",
+            self.url.origin().ascii_serialization(),
+            self.url.path()
+        );
+        if self.url.query().is_some() {
+            shown.push_str("?<redacted>");
+        }
+        shown
+    }
+
+    pub fn max_message_size(&self) -> usize {
+        self.max_message_size
+    }
+
+    pub fn read_timeout(&self) -> Duration {
+        self.read_timeout
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.session.lock().expect("session lock").generation
+    }
+
+    pub fn has_session(&self) -> bool {
+        self.session.lock().expect("session lock").id.is_some()
+    }
+
+    /// Keeps the host's `initialize` parameters for replay after a lost session.
+    pub fn remember_host_initialize(&self, params: Option<&serde_json::value::RawValue>) {
+        let params = params.map_or_else(|| "{}".to_owned(), |p| p.get().to_owned());
+        self.session
+            .lock()
+            .expect("session lock")
+            .host_initialize_params = Some(params);
+    }
+
+    /// Headers for one request: ours, the user's, then the session's.
+    fn headers(&self, accept: HeaderValue, with_session: bool) -> (HeaderMap, u64, bool) {
+        let mut headers = HeaderMap::with_capacity(self.base_headers.len() + 4);
+        headers.insert(ACCEPT, accept);
+        headers.insert(CONTENT_TYPE, JSON);
+        for (name, value) in &self.base_headers {
+            headers.insert(name, value.clone());
+        }
+        let session = self.session.lock().expect("session lock");
+        let mut carried = false;
+        if with_session {
+            if let Some(id) = &session.id {
+                headers.insert(SESSION_ID, id.clone());
+                carried = true;
+            }
+            if let Some(version) = &session.protocol_version {
+                headers.insert(PROTOCOL_VERSION, version.clone());
+            }
+        }
+        (headers, session.generation, carried)
+    }
+
+    /// POSTs one message. Retries when the request provably was not sent (connection
+    /// failures), on 429/503 honouring Retry-After up to the cap, and, for methods that
+    /// are safe to repeat (`replay_safe`), on failures after sending. Any other outcome is
+    /// returned as is.
+    pub async fn post(
+        &self,
+        body: Bytes,
+        is_initialize: bool,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
+        let mut backoff = retry_backoff(self.max_retries);
+        let mut attempt = 0;
+        loop {
+            let (headers, generation, carried_session) = self.headers(ACCEPT_BOTH, !is_initialize);
+            let sent = self
+                .requests
+                .post(self.url.clone())
+                .headers(headers)
+                .body(body.clone())
+                .send()
+                .await;
+            let retries_left = attempt < self.max_retries;
+            attempt += 1;
+            match sent {
+                Ok(response) if is_rate_limited(response.status()) && retries_left => {
+                    let asked = requested_delay(&response);
+                    match asked {
+                        Some(delay) if delay > self.retry_after_cap => {
+                            return Ok(Posted {
+                                response,
+                                generation,
+                                carried_session,
+                            });
+                        }
+                        _ => {
+                            let delay = asked.unwrap_or_else(|| {
+                                backoff.next().unwrap_or(Duration::from_secs(1))
+                            });
+                            tracing::info!(status = %response.status(), ?delay, "upstream is busy; retrying");
+                            tokio::time::sleep(delay).await;
+                        }
+                    }
+                }
+                Ok(response) => {
+                    return Ok(Posted {
+                        response,
+                        generation,
+                        carried_session,
+                    });
+                }
+                Err(e) if retries_left && (e.is_connect() || replay_safe) => {
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
+                    tracing::info!(error = %root_cause(&e), ?delay, "upstream request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(self.send_failure(&e, attempt, replay_safe)),
+            }
+        }
+    }
+
+    fn send_failure(&self, e: &reqwest::Error, attempts: u32, replay_safe: bool) -> Failure {
+        let cause = root_cause(e);
+        if e.is_connect() {
+            return Failure::upstream(format!(
+                "cannot connect to the upstream {} after {attempts} attempt(s): {cause}",
+                self.display_url()
+            ));
+        }
+        let what = if e.is_timeout() {
+            format!(
+                "no response within {} s (--timeout-read)",
+                self.read_timeout.as_secs()
+            )
+        } else {
+            format!("upstream connection failed after the request was sent: {cause}")
+        };
+        if replay_safe {
+            Failure::upstream(format!("{what} (after {attempts} attempt(s))"))
+        } else {
+            Failure::upstream(format!(
+                "{what}; not retried because the request may have executed"
+            ))
+        }
+    }
+
+    /// Opens (or resumes, with `last_event_id`) a GET stream on the session.
+    pub async fn get(
+        &self,
+        last_event_id: Option<&str>,
+        long_lived: bool,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
+        headers.remove(CONTENT_TYPE);
+        if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            headers.insert(LAST_EVENT_ID, id);
+        }
+        let client = if long_lived {
+            &self.listener
+        } else {
+            &self.requests
+        };
+        client.get(self.url.clone()).headers(headers).send().await
+    }
+
+    /// Adopts what an `initialize` answer establishes: the session id (from the response
+    /// headers) and the negotiated protocol version (from the result). Values that are not
+    /// visible ASCII are refused, so a hostile server cannot inject headers.
+    pub fn adopt_initialize(&self, response_headers: &HeaderMap, answer: &[u8]) {
+        let version = protocol_version_of(answer);
+        let mut session = self.session.lock().expect("session lock");
+        session.id = response_headers
+            .get(SESSION_ID)
+            .filter(|v| is_visible_ascii(v.as_bytes()))
+            .cloned();
+        session.protocol_version = version.and_then(|v| HeaderValue::from_str(&v).ok());
+        session.generation += 1;
+        tracing::info!(
+            session = session.id.is_some(),
+            protocol_version = session
+                .protocol_version
+                .as_ref()
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("unknown"),
+            "upstream session established"
+        );
+    }
+
+    /// Starts a new session after the upstream forgot ours (404): replays the host's own
+    /// `initialize` (its real capabilities and clientInfo) and `notifications/initialized`.
+    /// Concurrent callers that saw the same lost session share one re-initialization.
+    pub async fn reinitialize(&self, lost_generation: u64) -> Result<(), Failure> {
+        let _one_at_a_time = self.reinit.lock().await;
+        let (params, n) = {
+            let mut session = self.session.lock().expect("session lock");
+            if session.generation != lost_generation {
+                return Ok(());
+            }
+            session.id = None;
+            session.reinit_count += 1;
+            (session.host_initialize_params.clone(), session.reinit_count)
+        };
+        let params = params.ok_or_else(|| {
+            Failure::upstream("the upstream session expired, and it cannot be re-established because the host never sent initialize")
+        })?;
+        tracing::info!("upstream session expired (HTTP 404); re-initializing");
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":"mcp-stdio-reinitialize-{n}","method":"initialize","params":{params}}}"#
+        );
+        let posted = self.post(Bytes::from(request), true, true).await?;
+        let status = posted.response.status();
+        if !status.is_success() {
+            return Err(Failure::upstream(format!(
+                "the upstream session expired and re-initialization failed with HTTP {status}"
+            )));
+        }
+        let headers = posted.response.headers().clone();
+        let answer = read_first_answer(posted.response, self.max_message_size)
+            .await
+            .map_err(|e| {
+                Failure::upstream(format!(
+                    "the upstream session expired and re-initialization failed: {e}"
+                ))
+            })?;
+        self.adopt_initialize(&headers, &answer);
+        let initialized =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let posted = self.post(initialized, false, true).await?;
+        if !posted.response.status().is_success() {
+            tracing::warn!(status = %posted.response.status(), "upstream refused notifications/initialized after re-initialization");
+        }
+        Ok(())
+    }
+
+    /// Ends the session politely (the Python tool never does, leaving ghost sessions).
+    pub async fn delete_session(&self, timeout: Duration) {
+        if !self.has_session() {
+            return;
+        }
+        let (mut headers, _, _) = self.headers(ACCEPT_BOTH, true);
+        headers.remove(CONTENT_TYPE);
+        let request = self
+            .requests
+            .delete(self.url.clone())
+            .headers(headers)
+            .timeout(timeout)
+            .send();
+        match request.await {
+            Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::debug!("upstream does not support session termination (405)");
+            }
+            Ok(response) => {
+                tracing::debug!(status = %response.status(), "upstream session deleted")
+            }
+            Err(e) => {
+                tracing::debug!(error = %root_cause(&e), "could not delete the upstream session")
+            }
+        }
+    }
+}
+
+fn retry_backoff(max_retries: u32) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(8))
+        .with_jitter()
+        .with_max_times(max_retries as usize)
+        .build()
+}
+
+fn is_rate_limited(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
+}
+
+/// The delay a 429/503 asks for in `Retry-After`, if it gave a valid one.
+pub fn requested_delay(response: &reqwest::Response) -> Option<Duration> {
+    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
+    retry_after::parse(value, SystemTime::now())
+}
+
+fn is_visible_ascii(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+}
+
+fn protocol_version_of(answer: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<InitResult>,
+    }
+    #[derive(serde::Deserialize)]
+    struct InitResult {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(answer).ok()?;
+    answer
+        .result?
+        .protocol_version
+        .filter(|v| is_visible_ascii(v.as_bytes()))
+}
+
+/// Reads a whole response (JSON or SSE) and returns the first JSON-RPC response in it.
+/// Used only for the relay's own requests, whose answers never reach the host.
+async fn read_first_answer(response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt;
+    let is_sse = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        let body = super::exchange::read_capped(response, max)
+            .await
+            .map_err(|e| e.message)?;
+        return Ok(body);
+    }
+    let mut events = crate::http::sse::events(response, max);
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| e.to_string())?;
+        if let Some(data) = event.data.filter(|d| !d.is_empty())
+            && message::parse(data.as_bytes()).is_ok_and(|m| m.kind == Kind::Response)
+        {
+            return Ok(data.into_bytes());
+        }
+    }
+    Err("the stream ended without an answer".into())
+}
