@@ -54,15 +54,15 @@ struct RelayArgs {
     bearer_token: Option<String>,
 
     /// Seconds allowed to establish a connection.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
     timeout_connect: Duration,
 
     /// Longest gap between two reads of a response, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds, allow_hyphen_values = true)]
     timeout_read: Duration,
 
     /// Idle limit of the server-initiated GET stream, in seconds (0 disables it).
-    #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = non_negative_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     sse_read_timeout: Duration,
 
     /// Largest single message in either direction, in bytes (per message, never cumulative).
@@ -78,7 +78,7 @@ struct RelayArgs {
     no_cancel_filter: bool,
 
     /// How long a cancelled id is remembered so its late answer is dropped, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = positive_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = positive_seconds, allow_hyphen_values = true)]
     cancel_ttl: Duration,
 
     /// Retries for a request that could not be sent, or that met 429/503.
@@ -86,7 +86,7 @@ struct RelayArgs {
     max_retries: u32,
 
     /// Longest Retry-After honoured on 429/503, in seconds; a longer one is reported instead.
-    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = non_negative_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     retry_after_max: Duration,
 
     /// Consecutive failed attempts to resume or reopen an SSE stream before giving up.
@@ -94,7 +94,7 @@ struct RelayArgs {
     max_reconnects: u32,
 
     /// Seconds in-flight requests may take to finish at shutdown.
-    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     shutdown_grace: Duration,
 
     /// Extra trusted root certificate(s), PEM.
@@ -145,7 +145,13 @@ fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(future),
+        Ok(runtime) => {
+            let code = runtime.block_on(future);
+            // stdin is read on a blocking thread that cannot be interrupted; waiting for it
+            // (what dropping the runtime does) would hang until the host writes a newline.
+            runtime.shutdown_background();
+            code
+        }
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");
             1

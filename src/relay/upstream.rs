@@ -208,7 +208,7 @@ impl Upstream {
         let what = if e.is_timeout() {
             format!(
                 "no response within {} s (--timeout-read)",
-                self.read_timeout.as_secs()
+                seconds(self.read_timeout)
             )
         } else {
             format!("upstream connection failed after the request was sent: {cause}")
@@ -334,6 +334,16 @@ impl Upstream {
                 tracing::debug!(error = %root_cause(&e), "could not delete the upstream session")
             }
         }
+    }
+}
+
+/// Seconds as a person writes them: "120", "0.5".
+fn seconds(duration: Duration) -> String {
+    let s = duration.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
     }
 }
 
