@@ -1,0 +1,112 @@
+//! Startup: bad flags and environment values stop the program with exit code 2 and one
+//! line that names the flag and what would be accepted; nothing reaches stdout.
+
+mod common;
+
+use common::run_to_end;
+
+fn fails_with(args: &[&str], needle: &str) {
+    let (code, stdout, stderr) = run_to_end(args);
+    assert_eq!(code, 2, "args {args:?}: stderr {stderr}");
+    assert!(stdout.is_empty(), "stdout must stay clean: {stdout}");
+    assert!(
+        stderr.contains(needle),
+        "args {args:?}: expected {needle:?} in {stderr}"
+    );
+}
+
+#[test]
+fn bad_urls_are_refused_at_startup() {
+    fails_with(&["logout"], "is not valid");
+    fails_with(&["ftp://example.com/mcp"], "http(s) URL with a host");
+    fails_with(&["relay", "https://example.com/mcp#frag"], "#fragment");
+    fails_with(&[], "Usage");
+}
+
+#[test]
+fn bad_flag_values_name_the_flag() {
+    fails_with(&["https://h/mcp", "--timeout-read", "0"], "--timeout-read");
+    fails_with(
+        &["https://h/mcp", "--timeout-connect", "nan"],
+        "--timeout-connect",
+    );
+    fails_with(
+        &["https://h/mcp", "--sse-read-timeout", "-1"],
+        "--sse-read-timeout",
+    );
+    fails_with(
+        &["https://h/mcp", "--max-message-size", "5"],
+        "--max-message-size",
+    );
+    fails_with(
+        &["https://h/mcp", "--max-in-flight", "0"],
+        "--max-in-flight",
+    );
+    fails_with(&["https://h/mcp", "--log-format", "xml"], "--log-format");
+    fails_with(
+        &["https://h/mcp", "-H", "no-colon"],
+        "expected 'Name: value'",
+    );
+    fails_with(
+        &["https://h/mcp", "-H", "Bad Name: v"],
+        "not a valid header name",
+    );
+    fails_with(
+        &["https://h/mcp", "-H", "X-Key: ${MCP_STDIO_TEST_UNSET_VAR}"],
+        "MCP_STDIO_TEST_UNSET_VAR is not set",
+    );
+    fails_with(
+        &["https://h/mcp", "--ca-cert", "/nonexistent/ca.pem"],
+        "--ca-cert",
+    );
+}
+
+#[test]
+fn a_ca_file_that_is_not_pem_is_refused() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "not a certificate").unwrap();
+    fails_with(
+        &["https://h/mcp", "--ca-cert", file.path().to_str().unwrap()],
+        "--ca-cert",
+    );
+}
+
+#[test]
+fn version_and_help_exit_zero() {
+    let (code, stdout, _) = run_to_end(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("mcp-stdio "));
+    let (code, stdout, _) = run_to_end(&["relay", "--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--header",
+        "--bearer-token",
+        "--timeout-connect",
+        "--timeout-read",
+        "--sse-read-timeout",
+        "--max-message-size",
+        "--max-in-flight",
+        "--no-cancel-filter",
+        "--ca-cert",
+        "--log-level",
+        "--log-format",
+    ] {
+        assert!(stdout.contains(flag), "--help lists {flag}");
+    }
+}
+
+#[test]
+fn a_bad_environment_token_is_refused() {
+    let output = std::process::Command::new(common::binary())
+        .arg("https://h/mcp")
+        .env("MCP_BEARER_TOKEN", "abc\u{7}def")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("MCP_BEARER_TOKEN") && !stderr.contains("abc"),
+        "{stderr}"
+    );
+}

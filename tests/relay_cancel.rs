@@ -1,0 +1,130 @@
+//! Cancellation: forwarded upstream, the HTTP exchange aborted, late answers dropped.
+
+mod common;
+
+use axum::http::Method;
+use common::*;
+use serde_json::json;
+
+fn hanging_upstream_with_late_answer_on_get(seen: &Seen) -> Reply {
+    if seen.method == Method::GET {
+        // Delivers the answer for the cancelled call late, on the standalone stream.
+        return Reply::Sse {
+            headers: vec![],
+            steps: vec![
+                Step::Wait(LATE.clone()),
+                event(
+                    "g1",
+                    json!({"jsonrpc":"2.0","id":"c1","result":{"late":true}}),
+                ),
+                Step::Hang,
+            ],
+        };
+    }
+    standard(seen).unwrap_or(Reply::Sse {
+        headers: vec![],
+        steps: vec![priming("p1", None), Step::Hang],
+    })
+}
+
+static LATE: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[tokio::test]
+async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
+    let upstream = Upstream::start(hanging_upstream_with_late_answer_on_get).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    upstream
+        .wait_until("the GET stream", |s| {
+            s.iter().any(|s| s.method == Method::GET)
+        })
+        .await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"slow"}}))
+        .await;
+    upstream
+        .wait_until("the call", |s| {
+            s.iter()
+                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
+        })
+        .await;
+
+    relay.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}})).await;
+    // The call's HTTP exchange is torn down, and the cancel is forwarded upstream.
+    upstream.wait_dropped(1).await;
+    let cancels = upstream
+        .wait_until("the forwarded cancel", |s| {
+            s.iter()
+                .any(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
+        })
+        .await;
+    let cancel = cancels
+        .iter()
+        .find(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
+        .unwrap();
+    assert_eq!(cancel.json()["params"]["requestId"], "c1");
+
+    // The upstream answers anyway, late; the host must not see it.
+    LATE.notify_one();
+    upstream
+        .wait_until("time for the late answer", |_| true)
+        .await;
+    let before = relay.ping_through("alive-1").await;
+    let before2 = relay.ping_through("alive-2").await;
+    assert!(
+        before.is_empty() && before2.is_empty(),
+        "late answer leaked: {before:?} {before2:?}"
+    );
+    assert!(
+        relay
+            .stderr()
+            .contains("late answer to a cancelled request"),
+        "{}",
+        relay.stderr()
+    );
+}
+
+#[tokio::test]
+async fn with_no_cancel_filter_the_answer_is_delivered() {
+    let upstream = Upstream::start(|seen| {
+        standard(seen).unwrap_or_else(|| {
+            let request = seen.json();
+            Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    Step::Wait(LATE2.clone()),
+                    data(result_for(&request, json!({"late": true}))),
+                ],
+            }
+        })
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &["--no-cancel-filter"]).await;
+    relay.initialize().await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c2","method":"tools/call","params":{"name":"slow"}}))
+        .await;
+    upstream
+        .wait_until("the call", |s| {
+            s.iter()
+                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
+        })
+        .await;
+    relay
+        .send(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c2"}}),
+        )
+        .await;
+    upstream
+        .wait_until("the forwarded cancel", |s| {
+            s.iter()
+                .any(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
+        })
+        .await;
+    LATE2.notify_one();
+    assert_eq!(relay.recv().await["result"]["late"], true);
+}
+
+static LATE2: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
