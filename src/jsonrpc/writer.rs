@@ -1,6 +1,10 @@
 //! The single owner of stdout: whole lines only, flushed as they come, never interleaved.
+//!
+//! It runs on a dedicated OS thread doing plain blocking writes: tokio's async stdout would
+//! hand every write to the blocking pool, which costs more CPU than the relaying itself.
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use std::io::Write;
+
 use tokio::sync::{mpsc, oneshot};
 
 enum Item {
@@ -8,7 +12,7 @@ enum Item {
     Flush(oneshot::Sender<()>),
 }
 
-/// A handle for queueing messages to the one stdout writer task.
+/// A handle for queueing messages to the one stdout writer.
 #[derive(Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<Item>,
@@ -31,23 +35,28 @@ impl Outbox {
     }
 }
 
-/// Starts the writer task over `out`. It ends when every [`Outbox`] is dropped (after
-/// writing what was queued) or when the output breaks (a host that went away: BrokenPipe).
-pub fn spawn<W>(out: W, capacity: usize) -> (Outbox, tokio::task::JoinHandle<std::io::Result<()>>)
+/// Starts the writer thread over `out`. It ends when every [`Outbox`] is dropped (after
+/// writing what was queued) or when the output breaks (a host that went away: BrokenPipe);
+/// the returned receiver fires then.
+pub fn spawn<W>(out: W, capacity: usize) -> (Outbox, oneshot::Receiver<std::io::Result<()>>)
 where
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: Write + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(capacity);
-    (Outbox { tx }, tokio::spawn(write_lines(out, rx)))
+    let (ended, ended_rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("stdout-writer".into())
+        .spawn(move || {
+            let _ = ended.send(write_lines(out, rx));
+        })
+        .expect("spawn the stdout writer thread");
+    (Outbox { tx }, ended_rx)
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(
-    mut out: W,
-    mut rx: mpsc::Receiver<Item>,
-) -> std::io::Result<()> {
+fn write_lines<W: Write>(mut out: W, mut rx: mpsc::Receiver<Item>) -> std::io::Result<()> {
     let mut batch = Vec::with_capacity(64 * 1024);
     let mut waiting = Vec::new();
-    while let Some(item) = rx.recv().await {
+    while let Some(item) = rx.blocking_recv() {
         batch.clear();
         let mut next = Some(item);
         // Coalesce what is already queued into one write, but never hold a message back.
@@ -64,33 +73,43 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             }
         }
         if !batch.is_empty() {
-            out.write_all(&batch).await?;
-            out.flush().await?;
+            out.write_all(&batch)?;
+            out.flush()?;
         }
         for done in waiting.drain(..) {
             let _ = done.send(());
         }
     }
-    out.flush().await
+    out.flush()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 
     #[tokio::test]
     async fn writes_each_message_as_one_line() {
-        let (client, mut server) = tokio::io::duplex(1024);
-        let (outbox, task) = spawn(client, 8);
+        let out = Shared::default();
+        let (outbox, ended) = spawn(out.clone(), 8);
         outbox.send(b"{\"a\":1}".to_vec()).await;
         outbox.send(b"{\"b\":2}".to_vec()).await;
         outbox.flush().await;
+        assert_eq!(&*out.0.lock().unwrap(), b"{\"a\":1}\n{\"b\":2}\n");
         drop(outbox);
-        task.await.unwrap().unwrap();
-        let mut got = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut server, &mut got)
-            .await
-            .unwrap();
-        assert_eq!(got, "{\"a\":1}\n{\"b\":2}\n");
+        ended.await.unwrap().unwrap();
     }
 }

@@ -22,7 +22,7 @@ use url::Url;
 
 use crate::http::client::ClientOptions;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
-use crate::jsonrpc::framing::{Frame, LineReader, trimmed};
+use crate::jsonrpc::framing::{Frame, LineReader, stdin_reader, trimmed};
 use crate::jsonrpc::message::{self, IdKey, Invalid, Kind};
 use crate::jsonrpc::writer::{self, Outbox};
 use exchange::Call;
@@ -94,7 +94,7 @@ enum Stop {
 
 /// Runs the relay until stdin ends or a signal arrives; returns the process exit code.
 pub async fn run(config: RelayConfig) -> i32 {
-    let (outbox, mut writer_task) = writer::spawn(tokio::io::stdout(), 1024);
+    let (outbox, mut writer_ended) = writer::spawn(std::io::stdout(), 1024);
     let upstream = match Upstream::new(&config) {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -118,14 +118,14 @@ pub async fn run(config: RelayConfig) -> i32 {
         this: this.clone(),
     });
     let (lane, lane_task) = Lane::spawn(relay.clone(), 256);
-    let mut reader = LineReader::new(tokio::io::stdin(), relay.config.max_message_size);
+    let mut reader = LineReader::new(stdin_reader(), relay.config.max_message_size);
     let mut signals = std::pin::pin!(shutdown_signal());
 
     let stop = loop {
         tokio::select! {
             biased;
             name = &mut signals => break Stop::Signal(name),
-            _ = &mut writer_task => break Stop::OutputClosed,
+            _ = &mut writer_ended => break Stop::OutputClosed,
             frame = reader.next() => match frame {
                 Ok(Some(frame)) => dispatch(&relay, &lane, frame).await,
                 Ok(None) => break Stop::EndOfInput,
