@@ -271,3 +271,30 @@ pub async fn wait_for_stderr(relay: &Relay, needle: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_idle_server_stream_is_reopened_after_sse_read_timeout() {
+    let upstream = Upstream::start(|seen| {
+        if seen.method == Method::GET {
+            return Reply::Sse {
+                headers: vec![],
+                steps: vec![priming("idle-1", None), Step::Hang],
+            };
+        }
+        basic(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &["--sse-read-timeout", "0.3"]).await;
+    relay.initialize().await;
+    let seen = upstream
+        .wait_until("the GET stream reopened", |s| {
+            s.iter().filter(|s| s.method == Method::GET).count() >= 2
+        })
+        .await;
+    let reopened = seen
+        .iter()
+        .filter(|s| s.method == Method::GET)
+        .nth(1)
+        .unwrap();
+    assert_eq!(reopened.header("last-event-id").as_deref(), Some("idle-1"));
+}

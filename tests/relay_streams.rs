@@ -217,3 +217,42 @@ async fn answers_come_back_in_the_order_the_upstream_gives_them() {
     go.notify_one();
     assert_eq!(relay.recv().await["result"]["n"], 1);
 }
+
+#[tokio::test]
+async fn resumption_gives_up_after_max_reconnects_attempts_without_progress() {
+    let upstream = Upstream::start(|seen| {
+        if seen.method == Method::GET {
+            return match seen.header("last-event-id") {
+                // A resumed stream that ends at once, without a single event.
+                Some(_) => Reply::Sse {
+                    headers: vec![],
+                    steps: vec![],
+                },
+                None => Reply::Status(405),
+            };
+        }
+        standard(seen).unwrap_or(Reply::Sse {
+            headers: vec![],
+            steps: vec![priming("r-1", Some(10))],
+        })
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &["--max-reconnects", "2"]).await;
+    relay.initialize().await;
+    let answer = relay
+        .call(json!(1), "tools/call", json!({"name": "x"}))
+        .await;
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gave up after 2 resumption attempts"),
+        "{answer}"
+    );
+    let resumes = upstream
+        .seen()
+        .into_iter()
+        .filter(|s| s.header("last-event-id").is_some())
+        .count();
+    assert_eq!(resumes, 2);
+}

@@ -1,0 +1,27 @@
+// A fast local Streamable HTTP upstream for benchmarks: JSON answers, one session, 202 for
+// notifications, 405 for GET. Prints its port on stdout.
+import http from "node:http";
+
+const server = http.createServer((req, res) => {
+  if (req.method === "GET") return res.writeHead(405).end();
+  if (req.method === "DELETE") return res.writeHead(200).end();
+  let body = "";
+  req.on("data", (chunk) => (body += chunk));
+  req.on("end", () => {
+    let msg;
+    try {
+      msg = JSON.parse(body);
+    } catch {
+      return res.writeHead(400).end();
+    }
+    if (msg.id === undefined) return res.writeHead(202).end();
+    const result =
+      msg.method === "initialize"
+        ? { protocolVersion: msg.params?.protocolVersion ?? "2025-06-18", capabilities: { tools: {} }, serverInfo: { name: "bench", version: "1" } }
+        : { content: [{ type: "text", text: "ok" }] };
+    res.writeHead(200, { "content-type": "application/json", "mcp-session-id": "bench-session" });
+    res.end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
+  });
+});
+server.keepAliveTimeout = 60_000;
+server.listen(Number(process.argv[2] ?? 0), "127.0.0.1", () => console.log(server.address().port));
