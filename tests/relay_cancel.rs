@@ -43,22 +43,12 @@ async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
     relay
         .send(json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"slow"}}))
         .await;
-    upstream
-        .wait_until("the call", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
-        })
-        .await;
+    upstream.wait_for_method("tools/call").await;
 
     relay.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}})).await;
     // The call's HTTP exchange is torn down, and the cancel is forwarded upstream.
     upstream.wait_dropped(1).await;
-    let cancels = upstream
-        .wait_until("the forwarded cancel", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
-        })
-        .await;
+    let cancels = upstream.wait_for_method("notifications/cancelled").await;
     let cancel = cancels
         .iter()
         .find(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
@@ -105,23 +95,13 @@ async fn with_no_cancel_filter_the_answer_is_delivered() {
     relay
         .send(json!({"jsonrpc":"2.0","id":"c2","method":"tools/call","params":{"name":"slow"}}))
         .await;
-    upstream
-        .wait_until("the call", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
-        })
-        .await;
+    upstream.wait_for_method("tools/call").await;
     relay
         .send(
             json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c2"}}),
         )
         .await;
-    upstream
-        .wait_until("the forwarded cancel", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("notifications/cancelled"))
-        })
-        .await;
+    upstream.wait_for_method("notifications/cancelled").await;
     LATE2.notify_one();
     assert_eq!(relay.recv().await["result"]["late"], true);
 }

@@ -153,12 +153,7 @@ async fn sigterm_lets_a_call_in_flight_finish_then_deletes_the_session() {
     relay
         .send(json!({"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"x"}}))
         .await;
-    upstream
-        .wait_until("the slow call", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
-        })
-        .await;
+    upstream.wait_for_method("tools/call").await;
     relay.signal("TERM");
     // Let the relay see the signal, then let the call finish within the grace period.
     wait_for_stderr(&relay, "SIGTERM").await;
@@ -183,12 +178,7 @@ async fn shutdown_answers_what_did_not_finish_within_the_grace() {
     relay
         .send(json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}))
         .await;
-    upstream
-        .wait_until("the call", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("tools/call"))
-        })
-        .await;
+    upstream.wait_for_method("tools/call").await;
     relay.signal("INT");
     let answer = relay.recv().await;
     assert_eq!(answer["id"], 7);

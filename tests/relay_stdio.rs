@@ -63,10 +63,7 @@ async fn a_batch_is_answered_with_one_array() {
     ids.sort();
     assert_eq!(ids, vec![1, 2]);
     upstream
-        .wait_until("the notification", |s| {
-            s.iter()
-                .any(|s| s.rpc_method().as_deref() == Some("notifications/roots/list_changed"))
-        })
+        .wait_for_method("notifications/roots/list_changed")
         .await;
     relay.send_raw("[]").await;
     assert_eq!(relay.recv().await["error"]["code"], -32600);

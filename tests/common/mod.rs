@@ -221,6 +221,15 @@ impl Upstream {
         }
     }
 
+    /// Waits until a request with this JSON-RPC method has arrived; returns all seen so far.
+    pub async fn wait_for_method(&self, rpc_method: &str) -> Vec<Seen> {
+        self.wait_until(rpc_method, |seen| {
+            seen.iter()
+                .any(|s| s.rpc_method().as_deref() == Some(rpc_method))
+        })
+        .await
+    }
+
     pub async fn wait_dropped(&self, n: usize) {
         let deadline = Instant::now() + DEADLINE;
         while self.dropped_streams() < n {
