@@ -141,7 +141,9 @@ fn report_usage_error(message: &str) {
 }
 
 fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
-    match tokio::runtime::Builder::new_multi_thread()
+    // One thread runs everything: relaying is I/O-bound, and every hop between worker
+    // threads costs a futex wake-up that is dearer than the work it moves.
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -61,46 +61,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
-/// Reads stdin on a dedicated OS thread with plain blocking reads and hands the chunks to
-/// async code. tokio's async stdin would go through the blocking pool for every read, and
-/// its thread cannot be interrupted anyway, so one thread of our own is cheaper and no worse.
-pub fn stdin_reader() -> impl AsyncRead + Unpin + Send {
-    use futures_util::StreamExt;
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(16);
-    let spawned = std::thread::Builder::new()
-        .name("stdin-reader".into())
-        .spawn(move || {
-            use std::io::Read;
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match stdin.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if tx
-                            .blocking_send(Ok(Bytes::copy_from_slice(&buf[..n])))
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(e));
-                        break;
-                    }
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the stdin reader thread: {e}");
-    }
-    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (chunk, rx))
-    });
-    tokio_util::io::StreamReader::new(chunks.boxed())
-}
-
 fn strip_cr(line: Bytes) -> Bytes {
     match line.last() {
         Some(b'\r') => line.slice(..line.len() - 1),

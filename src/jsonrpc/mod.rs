@@ -7,4 +7,5 @@
 pub mod error;
 pub mod framing;
 pub mod message;
+pub mod stdio;
 pub mod writer;

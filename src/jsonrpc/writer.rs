@@ -1,11 +1,15 @@
 //! The single owner of stdout: whole lines only, flushed as they come, never interleaved.
 //!
-//! It runs on a dedicated OS thread doing plain blocking writes: tokio's async stdout would
-//! hand every write to the blocking pool, which costs more CPU than the relaying itself.
+//! It is a task on the runtime when stdout can be polled (a pipe or socket), and otherwise a
+//! dedicated OS thread doing plain blocking writes: tokio's async stdout would hand every
+//! write to the blocking pool, which costs more CPU than the relaying itself.
 
 use std::io::Write;
 
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+
+use super::stdio::Output;
 
 enum Item {
     Line(Vec<u8>),
@@ -35,10 +39,31 @@ impl Outbox {
     }
 }
 
-/// Starts the writer thread over `out`. It ends when every [`Outbox`] is dropped (after
+/// Starts the one writer of stdout. It ends when every [`Outbox`] is dropped (after
 /// writing what was queued) or when the output breaks (a host that went away: BrokenPipe);
-/// the returned receiver fires then.
-pub fn spawn<W>(out: W, capacity: usize) -> (Outbox, oneshot::Receiver<std::io::Result<()>>)
+/// the returned receiver fires then. A polled output needs the tokio runtime.
+pub fn spawn(out: Output, capacity: usize) -> (Outbox, oneshot::Receiver<std::io::Result<()>>) {
+    match out {
+        Output::Polled(out) => spawn_task(out, capacity),
+        Output::Threaded(out) => spawn_thread(out, capacity),
+    }
+}
+
+/// The writer as a task on the current runtime, over a non-blocking `out`.
+pub fn spawn_task<W>(out: W, capacity: usize) -> (Outbox, oneshot::Receiver<std::io::Result<()>>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(capacity);
+    let (ended, ended_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let _ = ended.send(write_lines_async(out, rx).await);
+    });
+    (Outbox { tx }, ended_rx)
+}
+
+/// The writer as a dedicated thread doing blocking writes to `out`.
+pub fn spawn_thread<W>(out: W, capacity: usize) -> (Outbox, oneshot::Receiver<std::io::Result<()>>)
 where
     W: Write + Send + 'static,
 {
@@ -53,34 +78,74 @@ where
     (Outbox { tx }, ended_rx)
 }
 
-fn write_lines<W: Write>(mut out: W, mut rx: mpsc::Receiver<Item>) -> std::io::Result<()> {
-    let mut batch = Vec::with_capacity(64 * 1024);
-    let mut waiting = Vec::new();
-    while let Some(item) = rx.blocking_recv() {
-        batch.clear();
-        let mut next = Some(item);
-        // Coalesce what is already queued into one write, but never hold a message back.
+/// Lines and flush requests taken from the queue for one write.
+struct Batch {
+    bytes: Vec<u8>,
+    waiting: Vec<oneshot::Sender<()>>,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Batch {
+            bytes: Vec::with_capacity(64 * 1024),
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Takes `first` and whatever else is already queued, so a burst becomes one write;
+    /// never waits for more, so no message is held back.
+    fn gather(&mut self, first: Item, rx: &mut mpsc::Receiver<Item>) {
+        self.bytes.clear();
+        let mut next = Some(first);
         while let Some(item) = next.take() {
             match item {
                 Item::Line(line) => {
-                    batch.extend_from_slice(&line);
-                    batch.push(b'\n');
+                    self.bytes.extend_from_slice(&line);
+                    self.bytes.push(b'\n');
                 }
-                Item::Flush(done) => waiting.push(done),
+                Item::Flush(done) => self.waiting.push(done),
             }
-            if batch.len() < 256 * 1024 {
+            if self.bytes.len() < 256 * 1024 {
                 next = rx.try_recv().ok();
             }
         }
-        if !batch.is_empty() {
-            out.write_all(&batch)?;
-            out.flush()?;
-        }
-        for done in waiting.drain(..) {
+    }
+
+    /// Tells the flush requests in this batch that their lines are out.
+    fn written(&mut self) {
+        for done in self.waiting.drain(..) {
             let _ = done.send(());
         }
     }
+}
+
+fn write_lines<W: Write>(mut out: W, mut rx: mpsc::Receiver<Item>) -> std::io::Result<()> {
+    let mut batch = Batch::new();
+    while let Some(item) = rx.blocking_recv() {
+        batch.gather(item, &mut rx);
+        if !batch.bytes.is_empty() {
+            out.write_all(&batch.bytes)?;
+            out.flush()?;
+        }
+        batch.written();
+    }
     out.flush()
+}
+
+async fn write_lines_async<W>(mut out: W, mut rx: mpsc::Receiver<Item>) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut batch = Batch::new();
+    while let Some(item) = rx.recv().await {
+        batch.gather(item, &mut rx);
+        if !batch.bytes.is_empty() {
+            out.write_all(&batch.bytes).await?;
+            out.flush().await?;
+        }
+        batch.written();
+    }
+    out.flush().await
 }
 
 #[cfg(test)]
@@ -104,12 +169,31 @@ mod tests {
     #[tokio::test]
     async fn writes_each_message_as_one_line() {
         let out = Shared::default();
-        let (outbox, ended) = spawn(out.clone(), 8);
+        let (outbox, ended) = spawn_thread(out.clone(), 8);
         outbox.send(b"{\"a\":1}".to_vec()).await;
         outbox.send(b"{\"b\":2}".to_vec()).await;
         outbox.flush().await;
         assert_eq!(&*out.0.lock().unwrap(), b"{\"a\":1}\n{\"b\":2}\n");
         drop(outbox);
         ended.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_task_writer_writes_the_same_lines_and_ends_on_a_broken_pipe() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let (outbox, ended) = spawn_task(ours, 8);
+        outbox.send(b"{\"a\":1}".to_vec()).await;
+        outbox.flush().await;
+        let mut got = vec![0u8; 8];
+        tokio::io::AsyncReadExt::read_exact(&mut theirs, &mut got)
+            .await
+            .unwrap();
+        assert_eq!(got, b"{\"a\":1}\n");
+        drop(theirs);
+        outbox.send(b"{\"b\":2}".to_vec()).await;
+        assert!(
+            ended.await.unwrap().is_err(),
+            "a closed reader ends the writer"
+        );
     }
 }

@@ -22,8 +22,9 @@ use url::Url;
 
 use crate::http::client::ClientOptions;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
-use crate::jsonrpc::framing::{Frame, LineReader, stdin_reader, trimmed};
+use crate::jsonrpc::framing::{Frame, LineReader, trimmed};
 use crate::jsonrpc::message::{self, IdKey, Invalid, Kind};
+use crate::jsonrpc::stdio::StdioModes;
 use crate::jsonrpc::writer::{self, Outbox};
 use exchange::Call;
 use gate::{Failure, Gate, Registered, Sink};
@@ -94,7 +95,9 @@ enum Stop {
 
 /// Runs the relay until stdin ends or a signal arrives; returns the process exit code.
 pub async fn run(config: RelayConfig) -> i32 {
-    let (outbox, mut writer_ended) = writer::spawn(std::io::stdout(), 1024);
+    // Dropped last: puts stdin and stdout back in blocking mode for whoever shares them.
+    let mut stdio = StdioModes::default();
+    let (outbox, mut writer_ended) = writer::spawn(stdio.output(), 1024);
     let upstream = match Upstream::new(&config) {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -118,7 +121,7 @@ pub async fn run(config: RelayConfig) -> i32 {
         this: this.clone(),
     });
     let (lane, lane_task) = Lane::spawn(relay.clone(), 256);
-    let mut reader = LineReader::new(stdin_reader(), relay.config.max_message_size);
+    let mut reader = LineReader::new(stdio.input(), relay.config.max_message_size);
     let mut signals = std::pin::pin!(shutdown_signal());
 
     let stop = loop {

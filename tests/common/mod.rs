@@ -364,6 +364,31 @@ pub fn standard(seen: &Seen) -> Option<Reply> {
     }
 }
 
+/// The relay's command line: `url`, `args` (debug logging unless they set a level), and an
+/// environment without proxies or tokens. Standard streams are left for the caller to set.
+pub fn relay_command(url: &str, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(binary());
+    command.arg(url).args(args);
+    if !args.contains(&"--log-level") {
+        command.args(["--log-level", "debug"]);
+    }
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+        "MCP_BEARER_TOKEN",
+    ] {
+        command.env_remove(name);
+    }
+    command.kill_on_drop(true);
+    command
+}
+
 /// The relay binary, driven over stdio.
 pub struct Relay {
     child: Child,
@@ -383,24 +408,7 @@ impl Relay {
 
     /// Starts the relay with a clean proxy environment plus `env`.
     pub async fn start_with_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = tokio::process::Command::new(binary());
-        command.arg(url).args(args);
-        if !args.contains(&"--log-level") {
-            command.args(["--log-level", "debug"]);
-        }
-        for name in [
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "NO_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "all_proxy",
-            "no_proxy",
-            "MCP_BEARER_TOKEN",
-        ] {
-            command.env_remove(name);
-        }
+        let mut command = relay_command(url, args);
         for (name, value) in env {
             command.env(name, value);
         }
