@@ -218,20 +218,18 @@ fn relay_config(
         }
         headers.insert(name, value);
     }
-    let extra_roots_pem = match &args.ca_cert {
-        Some(path) => Some(
-            std::fs::read(path)
+    let extra_roots = match &args.ca_cert {
+        Some(path) => crate::http::client::parse_extra_roots(
+            &std::fs::read(path)
                 .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?,
-        ),
-        None => None,
+        )?,
+        None => Vec::new(),
     };
     let client = ClientOptions {
         connect_timeout: args.timeout_connect,
         read_timeout: Some(args.timeout_read),
-        extra_roots_pem,
+        extra_roots,
     };
-    // Fail at startup, not on the first request, if the CA bundle is unusable.
-    crate::http::client::build(&client)?;
     Ok(RelayConfig {
         url,
         headers,

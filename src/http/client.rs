@@ -11,8 +11,8 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// The longest gap between two reads of one response; `None` means no limit.
     pub read_timeout: Option<Duration>,
-    /// PEM bundle with extra trusted roots (`--ca-cert`), already read from disk.
-    pub extra_roots_pem: Option<Vec<u8>>,
+    /// Extra trusted roots (`--ca-cert`), already read and parsed.
+    pub extra_roots: Vec<reqwest::Certificate>,
 }
 
 /// The most redirects followed for one request.
@@ -32,17 +32,23 @@ pub fn build(options: &ClientOptions) -> Result<reqwest::Client, String> {
     if let Some(read_timeout) = options.read_timeout {
         builder = builder.read_timeout(read_timeout);
     }
-    if let Some(pem) = &options.extra_roots_pem {
-        let certs = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("--ca-cert: not a PEM certificate bundle ({e})"))?;
-        if certs.is_empty() {
-            return Err("--ca-cert: the file holds no PEM certificate".into());
-        }
-        builder = builder.tls_certs_merge(certs);
+    if !options.extra_roots.is_empty() {
+        builder = builder.tls_certs_merge(options.extra_roots.iter().cloned());
     }
     builder
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// Parses the `--ca-cert` bundle, so a bad file fails at startup with a clear message.
+/// (Building a client to find out would load the system's roots for nothing.)
+pub fn parse_extra_roots(pem: &[u8]) -> Result<Vec<reqwest::Certificate>, String> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem)
+        .map_err(|e| format!("--ca-cert: not a PEM certificate bundle ({e})"))?;
+    if certs.is_empty() {
+        return Err("--ca-cert: the file holds no PEM certificate".into());
+    }
+    Ok(certs)
 }
 
 /// Load balancers answer 307/308 to move a client between equivalent endpoints; following

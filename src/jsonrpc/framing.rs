@@ -87,10 +87,10 @@ const PARAGRAPH_SEPARATOR: &[u8] = "\u{2029}".as_bytes();
 /// be known to be valid JSON: inside strings raw control characters cannot occur.
 pub fn one_line(json: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     let json = trimmed(json).unwrap_or(json);
-    let has_break = json.iter().any(|&b| b == b'\n' || b == b'\r');
-    let has_separator = json
-        .windows(3)
-        .any(|w| w == LINE_SEPARATOR || w == PARAGRAPH_SEPARATOR);
+    // memchr scans a word at a time: this check runs on every message, the edit rarely.
+    let has_break = memchr::memchr2(b'\n', b'\r', json).is_some();
+    let has_separator = memchr::memmem::find(json, LINE_SEPARATOR).is_some()
+        || memchr::memmem::find(json, PARAGRAPH_SEPARATOR).is_some();
     if !has_break && !has_separator {
         return std::borrow::Cow::Borrowed(json);
     }

@@ -62,11 +62,15 @@ async fn answer(relay: &Relay, call: &Call, posted: Posted) -> Result<(), Failur
         )
         .with_data(serde_json::json!({ "httpStatus": 202 })));
     }
+    // Only an `initialize` answer needs the response headers (the session id) later.
+    let headers = if call.method == "initialize" {
+        response.headers().clone()
+    } else {
+        reqwest::header::HeaderMap::new()
+    };
     if status.is_success() && is_event_stream(&response) {
-        let headers = response.headers().clone();
         return read_stream(relay, call, response, &headers).await;
     }
-    let headers = response.headers().clone();
     let retry_after = requested_delay(&response);
     let body = read_capped(response, relay.upstream.max_message_size()).await?;
     if status.is_success() {
@@ -205,13 +209,11 @@ fn is_jsonrpc_error(body: &[u8]) -> bool {
 
 /// Reads a whole body, refusing to hold more than `max` bytes.
 pub async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>, Failure> {
-    if response
-        .content_length()
-        .is_some_and(|len| len > max as u64)
-    {
+    let announced = response.content_length().unwrap_or(0);
+    if announced > max as u64 {
         return Err(too_large(max));
     }
-    let mut body = Vec::new();
+    let mut body = Vec::with_capacity(announced as usize);
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| Failure::upstream(describe_body_error(&e)))?;

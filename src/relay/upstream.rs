@@ -48,7 +48,10 @@ pub struct Upstream {
     /// For POSTs and stream resumption: reads time out after `--timeout-read`.
     requests: reqwest::Client,
     /// For the long-lived GET stream: reads time out after `--sse-read-timeout`.
-    listener: reqwest::Client,
+    /// Built on first use: it is not needed before the session exists, and building a
+    /// client loads the system's trusted roots, which would delay the first answer.
+    listener: std::sync::OnceLock<reqwest::Client>,
+    listener_options: client::ClientOptions,
     max_retries: u32,
     retry_after_cap: Duration,
     max_message_size: usize,
@@ -62,12 +65,12 @@ impl Upstream {
         let requests = client::build(&config.client)?;
         let mut listener_options = config.client.clone();
         listener_options.read_timeout = config.sse_read_timeout;
-        let listener = client::build(&listener_options)?;
         Ok(Self {
             url: config.url.clone(),
             base_headers: config.headers.clone(),
             requests,
-            listener,
+            listener: std::sync::OnceLock::new(),
+            listener_options,
             max_retries: config.max_retries,
             retry_after_cap: config.retry_after_cap,
             max_message_size: config.max_message_size,
@@ -234,11 +237,23 @@ impl Upstream {
             headers.insert(LAST_EVENT_ID, id);
         }
         let client = if long_lived {
-            &self.listener
+            self.listener()
         } else {
             &self.requests
         };
         client.get(self.url.clone()).headers(headers).send().await
+    }
+
+    /// The client for long-lived streams. Its options differ from the request client's
+    /// only in the read timeout, so building it cannot fail where that one did not; if it
+    /// somehow does, the request client (shorter read timeout) is the safe stand-in.
+    fn listener(&self) -> &reqwest::Client {
+        self.listener.get_or_init(|| {
+            client::build(&self.listener_options).unwrap_or_else(|e| {
+                tracing::warn!("{e}; the GET stream uses the request client's read timeout");
+                self.requests.clone()
+            })
+        })
     }
 
     /// Adopts what an `initialize` answer establishes: the session id (from the response
