@@ -527,6 +527,19 @@ impl Relay {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (with the deadline) until the relay has logged `needle`.
+    pub async fn wait_stderr(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.stderr().contains(needle) {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the relay never logged {needle:?}; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Everything left on stdout after exit.
     pub async fn rest_of_stdout(&mut self) -> Vec<String> {
         let mut rest = Vec::new();
