@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use crate::http::client::ClientOptions;
@@ -199,6 +199,12 @@ fn relay_config(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<RelayConfig, String> {
     let url = parse_upstream_url(&args.url)?;
+    let uri: http::Uri = url
+        .as_str()
+        .parse()
+        .map_err(|e| format!("URL: {e}; give an http:// or https:// URL"))?;
+    // An unusable proxy setting is a bad environment value: say so now, with exit 2.
+    crate::http::connect::Route::for_upstream(&uri)?;
     let mut headers = HeaderMap::new();
     if let Some(token) = args.bearer_token.as_deref() {
         if token.is_empty() {

@@ -114,6 +114,105 @@ async fn proxy_variables_apply_to_relay_traffic() {
 }
 
 #[tokio::test]
+async fn proxy_credentials_go_in_proxy_authorization_and_nowhere_else() {
+    let proxy = Upstream::start(basic).await;
+    let proxy_url = format!("http://proxyuser:proxy-secret-1@{}", proxy.addr);
+    let mut relay = Relay::start_with_env(
+        "http://mcp.example.invalid/mcp",
+        &["--log-level", "trace"],
+        &[("HTTP_PROXY", &proxy_url)],
+    )
+    .await;
+    relay.initialize().await;
+    relay.call(json!(1), "tools/list", json!({})).await;
+    for seen in proxy
+        .posts_of("tools/list")
+        .iter()
+        .chain(&proxy.posts_of("initialize"))
+    {
+        assert_eq!(
+            seen.header("proxy-authorization").as_deref(),
+            Some("Basic cHJveHl1c2VyOnByb3h5LXNlY3JldC0x")
+        );
+    }
+    relay.close_stdin();
+    relay.wait_exit().await;
+    assert!(
+        !relay.stderr().contains("proxy-secret-1"),
+        "{}",
+        relay.stderr()
+    );
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_tunnelled_through_the_proxy_with_connect() {
+    // A raw proxy that records the tunnel request and refuses it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_addr = listener.local_addr().unwrap();
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<String>();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).await.unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        let _ = head_tx.send(String::from_utf8_lossy(&head).into_owned());
+        let _ = socket
+            .write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
+            .await;
+    });
+    let proxy_url = format!("http://tunneluser:tunnel-secret@{proxy_addr}");
+    let mut relay = Relay::start_with_env(
+        "https://mcp.example.invalid/mcp",
+        &["--max-retries", "0"],
+        &[("HTTPS_PROXY", &proxy_url)],
+    )
+    .await;
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": host_initialize_params()}))
+        .await;
+    let answer = relay.recv().await;
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let head = tokio::time::timeout(DEADLINE, head_rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        head.starts_with("CONNECT mcp.example.invalid:443 HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("proxy-authorization: basic dhvubmvsdxnlcjp0dw5uzwwtc2vjcmv0"),
+        "{head}"
+    );
+    assert!(!relay.stderr().contains("tunnel-secret"));
+}
+
+#[test]
+fn an_unsupported_proxy_scheme_is_refused_at_startup() {
+    let output = std::process::Command::new(binary())
+        .arg("https://mcp.example.invalid/mcp")
+        .env("HTTPS_PROXY", "socks5://user:socks-secret@127.0.0.1:1080")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("socks5:// proxy, which is not supported"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("give an http:// proxy URL"), "{stderr}");
+    assert!(!stderr.contains("socks-secret"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[tokio::test]
 async fn no_proxy_is_honoured() {
     let upstream = Upstream::start(basic).await;
     let mut relay = Relay::start_with_env(

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sse_stream::SseByteStream;
 
+use super::response::{HttpError, Response};
+
 /// One decoded SSE block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Event {
@@ -41,7 +43,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, SseError>> + Send
 /// Decodes `response`'s body. The cap counts the bytes read since the last event was
 /// completed, so it bounds each event (plus at most one read) and never accumulates over
 /// a long-lived stream.
-pub fn events(response: reqwest::Response, max_event: usize) -> EventStream {
+pub fn events(response: Response, max_event: usize) -> EventStream {
     let since_last_event = Arc::new(AtomicUsize::new(0));
     let counter = since_last_event.clone();
     let bytes = response
@@ -76,7 +78,7 @@ pub fn events(response: reqwest::Response, max_event: usize) -> EventStream {
 }
 
 /// Names a body read failure the way a user can act on it.
-pub fn describe_body_error(e: &reqwest::Error) -> String {
+pub fn describe_body_error(e: &HttpError) -> String {
     if e.is_timeout() {
         "the upstream sent nothing for longer than the read timeout".into()
     } else {
@@ -84,7 +86,7 @@ pub fn describe_body_error(e: &reqwest::Error) -> String {
     }
 }
 
-/// The innermost error message: reqwest's own text is often just "error decoding body".
+/// The innermost error message: the outer layers' text is often just "the connection failed".
 pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut current = e;
     while let Some(next) = current.source() {

@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use reqwest::StatusCode;
-use reqwest::header::CONTENT_TYPE;
+use http::StatusCode;
+use http::header::{CONTENT_TYPE, HeaderMap};
 
 use super::Relay;
 use super::gate::Failure;
 use super::methods::is_replay_safe;
 use super::route::{Routed, route};
 use super::upstream::{Posted, requested_delay};
+use crate::http::response::Response;
 use crate::http::sse::{self, SseError, describe_body_error};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 
@@ -66,7 +67,7 @@ async fn answer(relay: &Relay, call: &Call, posted: Posted) -> Result<(), Failur
     let headers = if call.method == "initialize" {
         response.headers().clone()
     } else {
-        reqwest::header::HeaderMap::new()
+        HeaderMap::new()
     };
     if status.is_success() && is_event_stream(&response) {
         return read_stream(relay, call, response, &headers).await;
@@ -100,7 +101,7 @@ async fn answer(relay: &Relay, call: &Call, posted: Posted) -> Result<(), Failur
 }
 
 /// Delivers the request's own answer; an `initialize` answer first sets up the session.
-async fn finish(relay: &Relay, call: &Call, headers: &reqwest::header::HeaderMap, line: Vec<u8>) {
+async fn finish(relay: &Relay, call: &Call, headers: &HeaderMap, line: Vec<u8>) {
     if line.is_empty() {
         return; // already delivered (an id-null error rewritten to the host's id)
     }
@@ -115,8 +116,8 @@ async fn finish(relay: &Relay, call: &Call, headers: &reqwest::header::HeaderMap
 async fn read_stream(
     relay: &Relay,
     call: &Call,
-    response: reqwest::Response,
-    headers: &reqwest::header::HeaderMap,
+    response: Response,
+    headers: &HeaderMap,
 ) -> Result<(), Failure> {
     let max = relay.upstream.max_message_size();
     let mut events = sse::events(response, max);
@@ -195,7 +196,7 @@ async fn read_stream(
     }
 }
 
-fn is_event_stream(response: &reqwest::Response) -> bool {
+fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
         .get(CONTENT_TYPE)
@@ -208,15 +209,17 @@ fn is_jsonrpc_error(body: &[u8]) -> bool {
 }
 
 /// Reads a whole body, refusing to hold more than `max` bytes.
-pub async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>, Failure> {
+pub async fn read_capped(mut response: Response, max: usize) -> Result<Vec<u8>, Failure> {
     let announced = response.content_length().unwrap_or(0);
     if announced > max as u64 {
         return Err(too_large(max));
     }
     let mut body = Vec::with_capacity(announced as usize);
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| Failure::upstream(describe_body_error(&e)))?;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Failure::upstream(describe_body_error(&e)))?
+    {
         if body.len() + chunk.len() > max {
             return Err(too_large(max));
         }

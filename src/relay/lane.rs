@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use reqwest::StatusCode;
+use http::StatusCode;
 use tokio::sync::mpsc;
 
 use super::Relay;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 use url::Url;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::StreamExt;
-use reqwest::StatusCode;
+use http::StatusCode;
 
 use super::Relay;
 use super::route::route;

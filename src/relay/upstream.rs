@@ -6,13 +6,15 @@ use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
-use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::{Method, StatusCode, Uri};
 use url::Url;
 
 use super::RelayConfig;
 use super::gate::Failure;
-use crate::http::{client, retry_after, sse::root_cause};
+use crate::http::client::HttpClient;
+use crate::http::response::{HttpError, Response};
+use crate::http::{retry_after, sse::root_cause};
 use crate::jsonrpc::message::{self, Kind};
 
 pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -37,21 +39,19 @@ struct Session {
 
 /// A response plus what was true of the session when the request was sent.
 pub struct Posted {
-    pub response: reqwest::Response,
+    pub response: Response,
     pub generation: u64,
     pub carried_session: bool,
 }
 
 pub struct Upstream {
     url: Url,
+    /// The same URL in the form requests take (parsed once, not per request).
+    uri: Uri,
     base_headers: HeaderMap,
-    /// For POSTs and stream resumption: reads time out after `--timeout-read`.
-    requests: reqwest::Client,
-    /// For the long-lived GET stream: reads time out after `--sse-read-timeout`.
-    /// Built on first use: it is not needed before the session exists, and building a
-    /// client loads the system's trusted roots, which would delay the first answer.
-    listener: std::sync::OnceLock<reqwest::Client>,
-    listener_options: client::ClientOptions,
+    client: HttpClient,
+    /// `--sse-read-timeout`, for the long-lived GET stream; `None` disables it.
+    stream_read_timeout: Option<Duration>,
     max_retries: u32,
     retry_after_cap: Duration,
     max_message_size: usize,
@@ -62,15 +62,18 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn new(config: &RelayConfig) -> Result<Self, String> {
-        let requests = client::build(&config.client)?;
-        let mut listener_options = config.client.clone();
-        listener_options.read_timeout = config.sse_read_timeout;
+        let uri: Uri = config
+            .url
+            .as_str()
+            .parse()
+            .map_err(|e| format!("the upstream URL cannot be used for HTTP requests: {e}"))?;
+        let client = HttpClient::build(&config.client, &uri)?;
         Ok(Self {
             url: config.url.clone(),
+            uri,
             base_headers: config.headers.clone(),
-            requests,
-            listener: std::sync::OnceLock::new(),
-            listener_options,
+            client,
+            stream_read_timeout: config.sse_read_timeout,
             max_retries: config.max_retries,
             retry_after_cap: config.retry_after_cap,
             max_message_size: config.max_message_size,
@@ -155,11 +158,14 @@ impl Upstream {
         loop {
             let (headers, generation, carried_session) = self.headers(ACCEPT_BOTH, !is_initialize);
             let sent = self
-                .requests
-                .post(self.url.clone())
-                .headers(headers)
-                .body(body.clone())
-                .send()
+                .client
+                .send(
+                    Method::POST,
+                    &self.uri,
+                    headers,
+                    body.clone(),
+                    Some(self.read_timeout),
+                )
                 .await;
             let retries_left = attempt < self.max_retries;
             attempt += 1;
@@ -200,7 +206,7 @@ impl Upstream {
         }
     }
 
-    fn send_failure(&self, e: &reqwest::Error, attempts: u32, replay_safe: bool) -> Failure {
+    fn send_failure(&self, e: &HttpError, attempts: u32, replay_safe: bool) -> Failure {
         let cause = root_cause(e);
         if e.is_connect() {
             return Failure::upstream(format!(
@@ -230,30 +236,20 @@ impl Upstream {
         &self,
         last_event_id: Option<&str>,
         long_lived: bool,
-    ) -> Result<reqwest::Response, reqwest::Error> {
+    ) -> Result<Response, HttpError> {
         let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
         headers.remove(CONTENT_TYPE);
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             headers.insert(LAST_EVENT_ID, id);
         }
-        let client = if long_lived {
-            self.listener()
+        let read_timeout = if long_lived {
+            self.stream_read_timeout
         } else {
-            &self.requests
+            Some(self.read_timeout)
         };
-        client.get(self.url.clone()).headers(headers).send().await
-    }
-
-    /// The client for long-lived streams. Its options differ from the request client's
-    /// only in the read timeout, so building it cannot fail where that one did not; if it
-    /// somehow does, the request client (shorter read timeout) is the safe stand-in.
-    fn listener(&self) -> &reqwest::Client {
-        self.listener.get_or_init(|| {
-            client::build(&self.listener_options).unwrap_or_else(|e| {
-                tracing::warn!("{e}; the GET stream uses the request client's read timeout");
-                self.requests.clone()
-            })
-        })
+        self.client
+            .send(Method::GET, &self.uri, headers, Bytes::new(), read_timeout)
+            .await
     }
 
     /// Adopts what an `initialize` answer establishes: the session id (from the response
@@ -332,13 +328,17 @@ impl Upstream {
         }
         let (mut headers, _, _) = self.headers(ACCEPT_BOTH, true);
         headers.remove(CONTENT_TYPE);
-        let request = self
-            .requests
-            .delete(self.url.clone())
-            .headers(headers)
-            .timeout(timeout)
-            .send();
-        match request.await {
+        let request = self.client.send(
+            Method::DELETE,
+            &self.uri,
+            headers,
+            Bytes::new(),
+            Some(timeout),
+        );
+        match tokio::time::timeout(timeout, request)
+            .await
+            .unwrap_or_else(|_| Err(HttpError::timeout()))
+        {
             Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!("upstream does not support session termination (405)");
             }
@@ -376,7 +376,7 @@ fn is_rate_limited(status: StatusCode) -> bool {
 }
 
 /// The delay a 429/503 asks for in `Retry-After`, if it gave a valid one.
-pub fn requested_delay(response: &reqwest::Response) -> Option<Duration> {
+pub fn requested_delay(response: &Response) -> Option<Duration> {
     let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
     retry_after::parse(value, SystemTime::now())
 }
@@ -404,7 +404,7 @@ fn protocol_version_of(answer: &[u8]) -> Option<String> {
 
 /// Reads a whole response (JSON or SSE) and returns the first JSON-RPC response in it.
 /// Used only for the relay's own requests, whose answers never reach the host.
-async fn read_first_answer(response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+async fn read_first_answer(response: Response, max: usize) -> Result<Vec<u8>, String> {
     use futures_util::StreamExt;
     let is_sse = response
         .headers()
