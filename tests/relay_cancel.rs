@@ -97,3 +97,62 @@ async fn with_no_cancel_filter_the_answer_is_delivered() {
 
 static LATE2: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
     std::sync::LazyLock::new(Default::default);
+
+static LATE3: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[tokio::test]
+async fn a_cancelled_id_is_forgotten_after_cancel_ttl() {
+    let upstream = Upstream::start(|seen| {
+        if seen.method == Method::GET {
+            return Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    Step::Wait(LATE3.clone()),
+                    event(
+                        "g1",
+                        json!({"jsonrpc":"2.0","id":"c3","result":{"late":true}}),
+                    ),
+                    Step::Hang,
+                ],
+            };
+        }
+        standard(seen).unwrap_or(Reply::Sse {
+            headers: vec![],
+            steps: vec![priming("p1", None), Step::Hang],
+        })
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &["--cancel-ttl", "0.05"]).await;
+    relay.initialize().await;
+    upstream
+        .wait_until("the GET stream", |s| {
+            s.iter().any(|s| s.method == Method::GET)
+        })
+        .await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c3","method":"tools/call","params":{"name":"slow"}}))
+        .await;
+    upstream.wait_for_method("tools/call").await;
+    relay
+        .send(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c3"}}),
+        )
+        .await;
+    upstream.wait_for_method("notifications/cancelled").await;
+    // Not a wait for an event: the bound under test is time itself. 0.3 s is six TTLs.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    LATE3.notify_one();
+    // Past the TTL the id is no longer remembered as cancelled: the late answer is an
+    // unknown one (a warning), and it still never reaches the host.
+    relay
+        .wait_stderr("dropped an upstream answer that matches no pending request")
+        .await;
+    let before = relay.ping_through("alive").await;
+    assert!(before.is_empty(), "late answer leaked: {before:?}");
+    assert!(
+        !relay
+            .stderr()
+            .contains("late answer to a cancelled request")
+    );
+}

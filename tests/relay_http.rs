@@ -407,3 +407,36 @@ async fn an_unreachable_upstream_is_retried_then_reported() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_connect_that_hangs_is_cut_off_by_timeout_connect() {
+    // A listener whose accept queue is full and never drained: the kernel drops further
+    // SYNs, so a new connection neither succeeds nor is refused. It just hangs.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        let attempt = tokio::net::TcpStream::connect(addr);
+        match tokio::time::timeout(std::time::Duration::from_millis(200), attempt).await {
+            Ok(Ok(stream)) => fillers.push(stream),
+            _ => break, // the queue is full: connects now hang
+        }
+    }
+    let mut relay = Relay::start(
+        &format!("http://{addr}/mcp"),
+        &["--timeout-connect", "0.3", "--max-retries", "0"],
+    )
+    .await;
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": host_initialize_params()}))
+        .await;
+    let answer = relay.recv().await;
+    let message = answer["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("no connection within 0.3 s (--timeout-connect)"),
+        "{message}"
+    );
+    drop((listener, fillers));
+}

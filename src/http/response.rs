@@ -17,6 +17,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub enum ErrorKind {
     /// No connection could be made: the request was never sent.
     Connect,
+    /// No connection within the connect timeout: the request was never sent.
+    ConnectTimeout,
     /// Nothing arrived within the read timeout.
     Timeout,
     /// The connection failed after the request may have been sent.
@@ -52,7 +54,9 @@ impl HttpError {
 
     /// Classifies a failure of hyper-util's client.
     pub fn from_client(e: hyper_util::client::legacy::Error) -> Self {
-        let kind = if e.is_connect() {
+        let kind = if e.is_connect() && caused_by_elapsed(&e) {
+            ErrorKind::ConnectTimeout
+        } else if e.is_connect() {
             ErrorKind::Connect
         } else {
             ErrorKind::Transfer
@@ -64,8 +68,9 @@ impl HttpError {
         self.kind
     }
 
+    /// True when the request provably never left (so it is always safe to retry).
     pub fn is_connect(&self) -> bool {
-        self.kind == ErrorKind::Connect
+        matches!(self.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout)
     }
 
     pub fn is_timeout(&self) -> bool {
@@ -77,6 +82,7 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.kind {
             ErrorKind::Connect => "cannot connect",
+            ErrorKind::ConnectTimeout => "connect timed out",
             ErrorKind::Timeout => "timed out waiting for data",
             ErrorKind::Transfer => "the connection failed",
             ErrorKind::Redirects => "too many redirects",
@@ -90,6 +96,22 @@ impl std::error::Error for HttpError {
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
+}
+
+/// Whether a timer ran out somewhere in `e`'s chain. hyper-util reports its connect
+/// timeout as an `io::Error` of kind `TimedOut` (wrapping tokio's `Elapsed`).
+fn caused_by_elapsed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        let timed_out = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if timed_out || e.is::<tokio::time::error::Elapsed>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
 }
 
 /// A response from the upstream. Its body is read a chunk at a time, each read bounded by

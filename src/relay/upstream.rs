@@ -13,7 +13,7 @@ use url::Url;
 use super::RelayConfig;
 use super::gate::Failure;
 use crate::http::client::HttpClient;
-use crate::http::response::{HttpError, Response};
+use crate::http::response::{ErrorKind, HttpError, Response};
 use crate::http::{retry_after, sse::root_cause};
 use crate::jsonrpc::message::{self, Kind};
 
@@ -52,6 +52,7 @@ pub struct Upstream {
     client: HttpClient,
     /// `--sse-read-timeout`, for the long-lived GET stream; `None` disables it.
     stream_read_timeout: Option<Duration>,
+    connect_timeout: Duration,
     max_retries: u32,
     retry_after_cap: Duration,
     max_message_size: usize,
@@ -74,6 +75,7 @@ impl Upstream {
             base_headers: config.headers.clone(),
             client,
             stream_read_timeout: config.sse_read_timeout,
+            connect_timeout: config.client.connect_timeout,
             max_retries: config.max_retries,
             retry_after_cap: config.retry_after_cap,
             max_message_size: config.max_message_size,
@@ -208,6 +210,13 @@ impl Upstream {
 
     fn send_failure(&self, e: &HttpError, attempts: u32, replay_safe: bool) -> Failure {
         let cause = root_cause(e);
+        if e.kind() == ErrorKind::ConnectTimeout {
+            return Failure::upstream(format!(
+                "cannot connect to the upstream {}: no connection within {} s (--timeout-connect), {attempts} attempt(s)",
+                self.display_url(),
+                seconds(self.connect_timeout)
+            ));
+        }
         if e.is_connect() {
             return Failure::upstream(format!(
                 "cannot connect to the upstream {} after {attempts} attempt(s): {cause}",
