@@ -9,4 +9,5 @@ pub mod cli;
 pub mod http;
 pub mod jsonrpc;
 pub mod logging;
+pub mod oauth;
 pub mod relay;

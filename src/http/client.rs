@@ -44,6 +44,7 @@ const AGENT: HeaderValue =
 pub struct HttpClient {
     inner: Client<HttpsConnector<Dial>, Full<Bytes>>,
     proxy_auth: Option<HeaderValue>,
+    follow_redirects: bool,
 }
 
 impl HttpClient {
@@ -69,7 +70,18 @@ impl HttpClient {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
-        Ok(HttpClient { inner, proxy_auth })
+        Ok(HttpClient {
+            inner,
+            proxy_auth,
+            follow_redirects: true,
+        })
+    }
+
+    /// The same client, returning every redirect to the caller instead of following it
+    /// (OAuth: a redirect from a metadata or token endpoint is an SSRF vector).
+    pub fn without_redirects(mut self) -> Self {
+        self.follow_redirects = false;
+        self
     }
 
     /// Sends one request and returns the response head. `read_timeout` bounds the wait
@@ -100,7 +112,9 @@ impl HttpClient {
                 None => sent.await,
             }
             .map_err(HttpError::from_client)?;
-            if let Some(next) = same_origin_redirect(&target, &response) {
+            if let Some(next) = same_origin_redirect(&target, &response)
+                && self.follow_redirects
+            {
                 if hop == MAX_REDIRECTS {
                     return Err(HttpError::too_many_redirects(MAX_REDIRECTS));
                 }

@@ -1,0 +1,160 @@
+//! Reads a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3, RFC 9728 §5.1): where the
+//! protected resource metadata is, which scopes the request needs, and why it failed.
+
+/// The parts of a Bearer challenge the client acts on.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// `resource_metadata`: the URL of the server's protected resource metadata.
+    pub resource_metadata: Option<String>,
+    /// `scope`: the scopes the request needs, space-separated.
+    pub scope: Option<String>,
+    /// `error`: `invalid_token`, `insufficient_scope`, …
+    pub error: Option<String>,
+}
+
+impl Challenge {
+    /// The challenge's scopes as a list (empty when none were named).
+    pub fn scopes(&self) -> Vec<&str> {
+        self.scope
+            .as_deref()
+            .map(|s| s.split_ascii_whitespace().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Finds the Bearer challenge among the header values (a response may carry several
+/// `WWW-Authenticate` headers, and one header may list several challenges). `None` when
+/// there is no Bearer challenge at all.
+pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
+    values.into_iter().find_map(bearer_in)
+}
+
+fn bearer_in(header: &str) -> Option<Challenge> {
+    let mut parser = Parser { rest: header };
+    let mut found: Option<Challenge> = None;
+    while let Some(item) = parser.next_item() {
+        match item {
+            Item::Scheme(scheme) => {
+                if found.is_some() {
+                    break; // the Bearer challenge ended where the next scheme begins
+                }
+                if scheme.eq_ignore_ascii_case("bearer") {
+                    found = Some(Challenge::default());
+                }
+            }
+            Item::Param(name, value) => {
+                if let Some(challenge) = found.as_mut() {
+                    let slot = match name.to_ascii_lowercase().as_str() {
+                        "resource_metadata" => &mut challenge.resource_metadata,
+                        "scope" => &mut challenge.scope,
+                        "error" => &mut challenge.error,
+                        _ => continue,
+                    };
+                    slot.get_or_insert(value);
+                }
+            }
+        }
+    }
+    found
+}
+
+enum Item<'a> {
+    Scheme(&'a str),
+    Param(&'a str, String),
+}
+
+/// A tolerant tokenizer for `scheme param=value, param="quoted \" value", scheme2 …`.
+struct Parser<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Parser<'a> {
+    fn next_item(&mut self) -> Option<Item<'a>> {
+        self.rest = self.rest.trim_start_matches([' ', '\t', ',']);
+        if self.rest.is_empty() {
+            return None;
+        }
+        let end = self
+            .rest
+            .find(|c: char| c == '=' || c == ',' || c.is_ascii_whitespace())
+            .unwrap_or(self.rest.len());
+        let token = &self.rest[..end];
+        let after = self.rest[end..].trim_start_matches([' ', '\t']);
+        // `token=` is a parameter, unless it is the `=` padding of a token68.
+        if let Some(value_part) = after.strip_prefix('=')
+            && !value_part.starts_with('=')
+        {
+            let value_part = value_part.trim_start_matches([' ', '\t']);
+            let (value, rest) = match value_part.strip_prefix('"') {
+                Some(quoted) => read_quoted(quoted),
+                None => {
+                    let end = value_part.find(',').unwrap_or(value_part.len());
+                    (value_part[..end].trim().to_owned(), &value_part[end..])
+                }
+            };
+            self.rest = rest;
+            return Some(Item::Param(token, value));
+        }
+        self.rest = &self.rest[end..];
+        Some(Item::Scheme(token))
+    }
+}
+
+/// Reads a quoted string's content (after the opening quote), undoing `\` escapes.
+fn read_quoted(input: &str) -> (String, &str) {
+    let mut value = String::new();
+    let mut chars = input.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some((_, escaped)) = chars.next() {
+                    value.push(escaped);
+                }
+            }
+            '"' => return (value, &input[i + 1..]),
+            _ => value.push(c),
+        }
+    }
+    (value, "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_spec_examples() {
+        let c = bearer([r#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="files:read""#]).unwrap();
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("https://mcp.example.com/.well-known/oauth-protected-resource")
+        );
+        assert_eq!(c.scopes(), ["files:read"]);
+        let c = bearer([r#"Bearer error="insufficient_scope", scope="files:write a:b", resource_metadata="https://x/prm", error_description="File write permission required""#]).unwrap();
+        assert_eq!(c.error.as_deref(), Some("insufficient_scope"));
+        assert_eq!(c.scopes(), ["files:write", "a:b"]);
+    }
+
+    #[test]
+    fn finds_bearer_among_other_schemes_and_headers() {
+        let c = bearer([
+            r#"Basic realm="x""#,
+            r#"Digest realm="a, b", nonce="n", Bearer scope="s", error=invalid_token"#,
+        ])
+        .unwrap();
+        assert_eq!(c.scope.as_deref(), Some("s"));
+        assert_eq!(c.error.as_deref(), Some("invalid_token"));
+        let only_bearer_params = bearer([r#"Bearer scope="a", Basic realm="r", scope="b""#]);
+        assert_eq!(only_bearer_params.unwrap().scope.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn tolerates_case_escapes_and_bare_bearer() {
+        let c = bearer([r#"bearer Scope="a \"b\"", RESOURCE_METADATA=https://h/p"#]).unwrap();
+        assert_eq!(c.scope.as_deref(), Some(r#"a "b""#));
+        assert_eq!(c.resource_metadata.as_deref(), Some("https://h/p"));
+        assert_eq!(bearer(["Bearer"]), Some(Challenge::default()));
+        assert_eq!(bearer([r#"Basic realm="x""#]), None);
+        assert_eq!(bearer(["Bearer abc=="]), Some(Challenge::default()));
+    }
+}

@@ -1,0 +1,328 @@
+//! Finds the authorization server for an MCP server: protected resource metadata (the
+//! challenge's hint, then the well-known URLs), then that server's own metadata (RFC 8414,
+//! then OpenID Connect), and, for a server that publishes none, the 2025-03-26 defaults at
+//! its origin.
+
+use url::Url;
+
+use super::challenge::Challenge;
+use super::http::OAuthHttp;
+use super::metadata::{self, AuthorizationServer, ProtectedResource};
+use super::wellknown::{self, checked};
+
+/// What discovery found.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    /// The protected resource metadata, when the server publishes it.
+    pub resource: Option<ProtectedResource>,
+    pub server: AuthorizationServer,
+    /// True when nothing was published and the 2025-03-26 defaults are in use.
+    pub legacy_defaults: bool,
+}
+
+/// Runs discovery for the MCP server at `server`, using what its 401 said.
+pub async fn discover(
+    http: &OAuthHttp,
+    server: &Url,
+    challenge: Option<&Challenge>,
+) -> Result<Discovered, String> {
+    let hint = challenge.and_then(|c| c.resource_metadata.as_deref());
+    let (candidates, hint_problem) = wellknown::protected_resource_candidates(server, hint);
+    if let Some(problem) = hint_problem {
+        tracing::warn!("{problem}; trying the well-known locations instead");
+    }
+    let Some(resource) = first_protected_resource(http, &candidates).await else {
+        return legacy(http, server).await;
+    };
+    if let Some(named) = &resource.resource
+        && named.trim_end_matches('/') != server.as_str().trim_end_matches('/')
+    {
+        tracing::warn!(
+            named = %named,
+            "the protected resource metadata names another resource than the server URL"
+        );
+    }
+    let mut problems = Vec::new();
+    for issuer in &resource.authorization_servers {
+        match authorization_server(http, issuer).await {
+            Ok(server) => {
+                return Ok(Discovered {
+                    resource: Some(resource),
+                    server,
+                    legacy_defaults: false,
+                });
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    if problems.is_empty() {
+        problems.push("the protected resource metadata lists no authorization_servers".into());
+    }
+    Err(format!(
+        "no usable authorization server for {}: {}",
+        server.origin().ascii_serialization(),
+        problems.join("; ")
+    ))
+}
+
+async fn first_protected_resource(
+    http: &OAuthHttp,
+    candidates: &[Url],
+) -> Option<ProtectedResource> {
+    for url in candidates {
+        match http.get_json(url).await {
+            Ok(fetched) if fetched.status.is_success() => {
+                match metadata::protected_resource(&fetched.body) {
+                    Ok(resource) => return Some(resource),
+                    Err(e) => tracing::debug!(url = %url.path(), "{e}"),
+                }
+            }
+            Ok(fetched) => {
+                tracing::debug!(url = %url.path(), status = %fetched.status, "no protected resource metadata here")
+            }
+            Err(e) => tracing::debug!(url = %url.path(), "{e}"),
+        }
+    }
+    None
+}
+
+/// Fetches and checks one authorization server's metadata, trying each well-known form.
+async fn authorization_server(
+    http: &OAuthHttp,
+    issuer: &str,
+) -> Result<AuthorizationServer, String> {
+    let issuer_url = checked(issuer, "the authorization server")?;
+    let mut last = format!("{issuer}: no metadata at any well-known location");
+    for url in wellknown::authorization_server_candidates(&issuer_url) {
+        match http.get_json(&url).await {
+            Ok(fetched) if fetched.status.is_success() => {
+                match metadata::authorization_server(&fetched.body, issuer) {
+                    Ok(server) => return Ok(server),
+                    // A document that fails the checks must not be used; another form may
+                    // still be valid, but its problem is the one worth reporting.
+                    Err(e) => last = format!("{issuer}: {e}"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// A 2025-03-26 server: the authorization server is the MCP server's origin, with its
+/// RFC 8414 metadata if it has any, else the fixed default paths.
+async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, String> {
+    let defaults = wellknown::legacy_endpoints(server);
+    let issuer = defaults.issuer.as_str().trim_end_matches('/').to_owned();
+    if let Ok(found) = authorization_server(http, &issuer).await {
+        return Ok(Discovered {
+            resource: None,
+            server: found,
+            legacy_defaults: false,
+        });
+    }
+    checked(defaults.token.as_str(), "the server's origin")?;
+    tracing::info!(
+        "the server publishes no OAuth metadata; using the 2025-03-26 default endpoints at its origin"
+    );
+    Ok(Discovered {
+        resource: None,
+        server: AuthorizationServer {
+            issuer,
+            authorization_endpoint: defaults.authorization,
+            token_endpoint: defaults.token,
+            registration_endpoint: Some(defaults.registration),
+            device_authorization_endpoint: None,
+            revocation_endpoint: None,
+            token_endpoint_auth_methods: vec!["none".into(), "client_secret_post".into()],
+            scopes_supported: None,
+            iss_parameter_supported: false,
+            client_id_metadata_documents: false,
+        },
+        legacy_defaults: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use axum::http::{StatusCode, Uri};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::http::client::ClientOptions;
+
+    /// A fake metadata host: path (with query) -> (status, JSON). Everything else is 404.
+    async fn host(pages: impl FnOnce(&str) -> Vec<(&'static str, u16, Value)>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let table: HashMap<String, (u16, String)> = pages(&base)
+            .into_iter()
+            .map(|(path, status, body)| (path.to_owned(), (status, body.to_string())))
+            .collect();
+        let table = Arc::new(table);
+        let app = axum::Router::new().fallback(move |uri: Uri| {
+            let table = table.clone();
+            async move {
+                let key = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+                match table.get(&key) {
+                    Some((status, body)) => (
+                        StatusCode::from_u16(*status).unwrap(),
+                        [
+                            ("location", "/elsewhere"),
+                            ("content-type", "application/json"),
+                        ],
+                        body.clone(),
+                    ),
+                    None => (
+                        StatusCode::NOT_FOUND,
+                        [("location", ""), ("content-type", "text/plain")],
+                        String::new(),
+                    ),
+                }
+            }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        base
+    }
+
+    fn http() -> OAuthHttp {
+        OAuthHttp::new(
+            ClientOptions {
+                connect_timeout: std::time::Duration::from_secs(5),
+                read_timeout: Some(std::time::Duration::from_secs(5)),
+                extra_roots: Vec::new(),
+            },
+            1 << 20,
+        )
+    }
+
+    fn as_doc(issuer: &str) -> Value {
+        json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token"),
+            "registration_endpoint": format!("{issuer}/register"),
+            "code_challenge_methods_supported": ["S256"],
+        })
+    }
+
+    #[tokio::test]
+    async fn the_challenge_hint_leads_to_a_path_inserted_rfc_8414_document() {
+        let base = host(|base| {
+            vec![
+                ("/custom-prm", 200, json!({"resource": format!("{base}/mcp"), "authorization_servers": [format!("{base}/tenant1")]})),
+                ("/.well-known/oauth-authorization-server/tenant1", 200, as_doc(&format!("{base}/tenant1"))),
+            ]
+        })
+        .await;
+        let challenge = Challenge {
+            resource_metadata: Some(format!("{base}/custom-prm")),
+            ..Challenge::default()
+        };
+        let server = Url::parse(&format!("{base}/mcp")).unwrap();
+        let found = discover(&http(), &server, Some(&challenge)).await.unwrap();
+        assert_eq!(found.server.issuer, format!("{base}/tenant1"));
+        assert_eq!(
+            found.server.token_endpoint.as_str(),
+            format!("{base}/tenant1/token")
+        );
+        assert!(!found.legacy_defaults);
+    }
+
+    #[tokio::test]
+    async fn the_root_document_and_the_appended_oidc_form_are_the_last_resorts() {
+        let base = host(|base| {
+            vec![
+                (
+                    "/.well-known/oauth-protected-resource",
+                    200,
+                    json!({"authorization_servers": [format!("{base}/t2")]}),
+                ),
+                (
+                    "/t2/.well-known/openid-configuration",
+                    200,
+                    as_doc(&format!("{base}/t2")),
+                ),
+            ]
+        })
+        .await;
+        let server = Url::parse(&format!("{base}/api/mcp?x=1")).unwrap();
+        let found = discover(&http(), &server, None).await.unwrap();
+        assert_eq!(found.server.issuer, format!("{base}/t2"));
+    }
+
+    #[tokio::test]
+    async fn the_path_inserted_document_keeps_the_query() {
+        let base = host(|base| {
+            vec![
+                (
+                    "/.well-known/oauth-protected-resource/mcp?tenant=7",
+                    200,
+                    json!({"authorization_servers": [base]}),
+                ),
+                ("/.well-known/oauth-authorization-server", 200, as_doc(base)),
+            ]
+        })
+        .await;
+        let server = Url::parse(&format!("{base}/mcp?tenant=7")).unwrap();
+        let found = discover(&http(), &server, None).await.unwrap();
+        assert_eq!(found.server.issuer, base);
+    }
+
+    #[tokio::test]
+    async fn metadata_for_another_issuer_is_not_used() {
+        let base = host(|base| {
+            vec![
+                (
+                    "/.well-known/oauth-protected-resource",
+                    200,
+                    json!({"authorization_servers": [base]}),
+                ),
+                (
+                    "/.well-known/oauth-authorization-server",
+                    200,
+                    as_doc("https://evil.example.com"),
+                ),
+            ]
+        })
+        .await;
+        let server = Url::parse(&format!("{base}/mcp")).unwrap();
+        let e = discover(&http(), &server, None).await.unwrap_err();
+        assert!(e.contains("mix-up"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_server_without_metadata_gets_the_2025_03_26_defaults() {
+        let base = host(|_| vec![]).await;
+        let server = Url::parse(&format!("{base}/v1/mcp")).unwrap();
+        let found = discover(&http(), &server, None).await.unwrap();
+        assert!(found.legacy_defaults);
+        assert_eq!(
+            found.server.authorization_endpoint.as_str(),
+            format!("{base}/authorize")
+        );
+        assert_eq!(
+            found.server.token_endpoint.as_str(),
+            format!("{base}/token")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_never_followed() {
+        // The PRM location answers 307 to a valid document: discovery must not go there.
+        let base = host(|base| {
+            vec![
+                ("/.well-known/oauth-protected-resource/mcp", 307, json!({})),
+                ("/elsewhere", 200, json!({"authorization_servers": [base]})),
+            ]
+        })
+        .await;
+        let server = Url::parse(&format!("{base}/mcp")).unwrap();
+        let found = discover(&http(), &server, None).await.unwrap();
+        assert!(found.legacy_defaults, "the redirect target was fetched");
+    }
+}
