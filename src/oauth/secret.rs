@@ -1,0 +1,38 @@
+//! A string that must never be shown: tokens, client secrets, PKCE verifiers, codes.
+
+use serde::{Deserialize, Serialize};
+
+/// Holds a secret. `Debug` prints `<redacted>` and there is no `Display`, so a secret can
+/// only reach a log or an error by an explicit `expose()`, which is easy to review.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_value_but_serde_keeps_it() {
+        let secret = Secret::new("tok-123");
+        assert_eq!(format!("{secret:?}"), "<redacted>");
+        assert_eq!(serde_json::to_string(&secret).unwrap(), "\"tok-123\"");
+    }
+}

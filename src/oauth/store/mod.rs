@@ -1,0 +1,132 @@
+//! What the OAuth client keeps between runs: grants (tokens) keyed by server and resource,
+//! and client registrations keyed by the authorization server's issuer, which MCP requires
+//! (2026-07-28: credentials are bound to the issuer that issued them).
+
+pub mod file;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use super::secret::Secret;
+
+/// Tokens for one server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub access_token: Secret,
+    #[serde(default = "bearer")]
+    pub token_type: String,
+    /// Unix seconds; `None` when the server gave no `expires_in` (never expires early).
+    pub expires_at: Option<u64>,
+    pub refresh_token: Option<Secret>,
+    pub scope: Option<String>,
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    /// The RFC 8707 resource the grant was issued for (`None`: none was sent).
+    pub resource: Option<String>,
+}
+
+fn bearer() -> String {
+    "Bearer".into()
+}
+
+/// A client registered at (or configured for) one authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub client_id: String,
+    pub client_secret: Option<Secret>,
+    /// Unix seconds; `None` or 0 means the secret does not expire.
+    pub client_secret_expires_at: Option<u64>,
+    /// `none`, `client_secret_post` or `client_secret_basic`.
+    pub token_endpoint_auth_method: String,
+}
+
+/// Everything the store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    #[serde(default = "current_version")]
+    pub version: u32,
+    #[serde(default)]
+    pub grants: BTreeMap<String, Grant>,
+    /// Keyed by issuer.
+    #[serde(default)]
+    pub registrations: BTreeMap<String, Registration>,
+}
+
+fn current_version() -> u32 {
+    1
+}
+
+/// The key a grant is stored under: the server URL in canonical form (lowercase scheme and
+/// host, default port dropped, no userinfo, fragment or trailing `/`, query kept) plus the
+/// resource when it differs from the server URL.
+pub fn grant_key(server: &Url, resource: Option<&str>) -> String {
+    let mut canonical = server.clone();
+    let _ = canonical.set_username("");
+    let _ = canonical.set_password(None);
+    canonical.set_fragment(None);
+    let mut key = canonical.as_str().to_owned();
+    if canonical.query().is_none() && key.ends_with('/') {
+        key.pop();
+    }
+    match resource {
+        Some(resource) if resource.trim_end_matches('/') != key => {
+            format!("{key} resource={resource}")
+        }
+        _ => key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_keys_are_canonical() {
+        let key = |s: &str| grant_key(&Url::parse(s).unwrap(), None);
+        assert_eq!(
+            key("HTTPS://Example.COM:443/mcp/"),
+            "https://example.com/mcp"
+        );
+        assert_eq!(
+            key("https://u:p@example.com/mcp#x"),
+            "https://example.com/mcp"
+        );
+        assert_eq!(key("https://example.com/"), "https://example.com");
+        assert_eq!(
+            key("https://example.com/mcp?t=1"),
+            "https://example.com/mcp?t=1"
+        );
+        let server = Url::parse("https://example.com/mcp").unwrap();
+        assert_eq!(
+            grant_key(&server, Some("https://example.com/mcp")),
+            "https://example.com/mcp"
+        );
+        assert_eq!(
+            grant_key(&server, Some("https://api.example.com")),
+            "https://example.com/mcp resource=https://api.example.com"
+        );
+    }
+
+    #[test]
+    fn a_grants_debug_output_holds_no_token() {
+        let grant = Grant {
+            access_token: Secret::new("at-secret"),
+            token_type: "Bearer".into(),
+            expires_at: None,
+            refresh_token: Some(Secret::new("rt-secret")),
+            scope: None,
+            issuer: "https://as".into(),
+            token_endpoint: "https://as/token".into(),
+            client_id: "c".into(),
+            resource: None,
+        };
+        let shown = format!("{grant:?}");
+        assert!(
+            !shown.contains("at-secret") && !shown.contains("rt-secret"),
+            "{shown}"
+        );
+    }
+}
