@@ -56,3 +56,10 @@ pub fn init(level: LogLevel, format: LogFormat) {
         LogFormat::Json => builder.json().with_ansi(false).try_init(),
     };
 }
+
+/// A message for the person at the terminal (the login URL, a device code), written to
+/// stderr whatever the log level: it is an instruction, not a diagnostic.
+#[allow(clippy::print_stderr)]
+pub fn notice(message: &str) {
+    eprintln!("mcp-stdio: {message}");
+}

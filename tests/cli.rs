@@ -17,7 +17,7 @@ fn fails_with(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_urls_are_refused_at_startup() {
-    fails_with(&["logout"], "is not valid");
+    fails_with(&["not-a-url"], "is not valid");
     fails_with(&["ftp://example.com/mcp"], "http(s) URL with a host");
     fails_with(&["relay", "https://example.com/mcp#frag"], "#fragment");
     fails_with(&[], "Usage");

@@ -10,12 +10,25 @@
 //! `login` / `logout` / `status` / `token` commands.
 
 pub mod authorize;
+pub mod callback;
 pub mod challenge;
 pub mod discovery;
+pub mod flow;
 pub mod http;
 pub mod metadata;
 pub mod pkce;
+pub mod provider;
+pub mod registration;
 pub mod secret;
 pub mod store;
 pub mod token;
 pub mod wellknown;
+
+/// What the relay needs to use OAuth for its server.
+#[derive(Debug, Clone)]
+pub struct RelayOAuth {
+    pub settings: flow::Settings,
+    /// `--oauth`: a browser login may start when no usable grant exists.
+    pub interactive: bool,
+    pub token_file: std::path::PathBuf,
+}

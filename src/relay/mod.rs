@@ -49,6 +49,8 @@ pub struct RelayConfig {
     /// Consecutive failed attempts to resume or reopen a stream before giving up.
     pub max_reconnects: u32,
     pub shutdown_grace: Duration,
+    /// OAuth for this server: `None` when a static Authorization is configured.
+    pub oauth: Option<crate::oauth::RelayOAuth>,
 }
 
 /// State shared by the reader loop and every request task.

@@ -6,7 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
+    WWW_AUTHENTICATE,
+};
 use http::{Method, StatusCode, Uri};
 use url::Url;
 
@@ -16,6 +19,11 @@ use crate::http::client::HttpClient;
 use crate::http::response::{ErrorKind, HttpError, Response};
 use crate::http::{retry_after, sse::root_cause};
 use crate::jsonrpc::message::{self, Kind};
+use crate::oauth::challenge;
+use crate::oauth::flow::ServerAuth;
+use crate::oauth::http::OAuthHttp;
+use crate::oauth::provider::TokenProvider;
+use crate::oauth::store::file::FileStore;
 
 pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -50,6 +58,8 @@ pub struct Upstream {
     uri: Uri,
     base_headers: HeaderMap,
     client: HttpClient,
+    /// OAuth tokens for the requests, when the server uses OAuth.
+    auth: Option<TokenProvider>,
     /// `--sse-read-timeout`, for the long-lived GET stream; `None` disables it.
     stream_read_timeout: Option<Duration>,
     connect_timeout: Duration,
@@ -69,7 +79,19 @@ impl Upstream {
             .parse()
             .map_err(|e| format!("the upstream URL cannot be used for HTTP requests: {e}"))?;
         let client = HttpClient::build(&config.client, &uri)?;
+        let auth = config.oauth.as_ref().map(|oauth| {
+            TokenProvider::new(
+                ServerAuth {
+                    http: OAuthHttp::new(config.client.clone(), config.max_message_size),
+                    store: FileStore::new(oauth.token_file.clone()),
+                    server: config.url.clone(),
+                    settings: oauth.settings.clone(),
+                },
+                oauth.interactive,
+            )
+        });
         Ok(Self {
+            auth,
             url: config.url.clone(),
             uri,
             base_headers: config.headers.clone(),
@@ -123,6 +145,15 @@ impl Upstream {
             .host_initialize_params = Some(params);
     }
 
+    /// The OAuth `Authorization` value for the next request, if the server uses OAuth and
+    /// a login exists.
+    async fn current_authorization(&self) -> Option<HeaderValue> {
+        match &self.auth {
+            Some(auth) => auth.authorization().await,
+            None => None,
+        }
+    }
+
     /// Headers for one request: ours, the user's, then the session's.
     fn headers(&self, accept: HeaderValue, with_session: bool) -> (HeaderMap, u64, bool) {
         let mut headers = HeaderMap::with_capacity(self.base_headers.len() + 4);
@@ -157,8 +188,14 @@ impl Upstream {
     ) -> Result<Posted, Failure> {
         let mut backoff = retry_backoff(self.max_retries);
         let mut attempt = 0;
+        let mut authorization = self.current_authorization().await;
+        let mut reauthorized = false;
         loop {
-            let (headers, generation, carried_session) = self.headers(ACCEPT_BOTH, !is_initialize);
+            let (mut headers, generation, carried_session) =
+                self.headers(ACCEPT_BOTH, !is_initialize);
+            if let Some(value) = &authorization {
+                headers.insert(AUTHORIZATION, value.clone());
+            }
             let sent = self
                 .client
                 .send(
@@ -172,6 +209,30 @@ impl Upstream {
             let retries_left = attempt < self.max_retries;
             attempt += 1;
             match sent {
+                // A refused token: refresh it (or log in) once, then send again. The request
+                // was not executed, so this is safe for any method and costs no retry.
+                Ok(response)
+                    if response.status() == StatusCode::UNAUTHORIZED
+                        && !reauthorized
+                        && let Some(auth) = &self.auth =>
+                {
+                    reauthorized = true;
+                    attempt -= 1;
+                    let challenge = challenge::bearer(
+                        response
+                            .headers()
+                            .get_all(WWW_AUTHENTICATE)
+                            .iter()
+                            .filter_map(|v| v.to_str().ok()),
+                    );
+                    let fresh = auth
+                        .after_unauthorized(authorization.as_ref(), challenge)
+                        .await
+                        .map_err(|e| {
+                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 401}))
+                        })?;
+                    authorization = Some(fresh);
+                }
                 Ok(response) if is_rate_limited(response.status()) && retries_left => {
                     let asked = requested_delay(&response);
                     match asked {
@@ -247,6 +308,9 @@ impl Upstream {
         long_lived: bool,
     ) -> Result<Response, HttpError> {
         let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
+        if let Some(value) = self.current_authorization().await {
+            headers.insert(AUTHORIZATION, value);
+        }
         headers.remove(CONTENT_TYPE);
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             headers.insert(LAST_EVENT_ID, id);
@@ -336,6 +400,9 @@ impl Upstream {
             return;
         }
         let (mut headers, _, _) = self.headers(ACCEPT_BOTH, true);
+        if let Some(value) = self.current_authorization().await {
+            headers.insert(AUTHORIZATION, value);
+        }
         headers.remove(CONTENT_TYPE);
         let request = self.client.send(
             Method::DELETE,

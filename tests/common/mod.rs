@@ -385,6 +385,14 @@ pub fn relay_command(url: &str, args: &[&str]) -> tokio::process::Command {
     ] {
         command.env_remove(name);
     }
+    // A token store of its own, empty: never the developer's real logins.
+    static STATE: AtomicUsize = AtomicUsize::new(0);
+    let state = std::env::temp_dir().join(format!(
+        "mcp-stdio-test-state-{}-{}",
+        std::process::id(),
+        STATE.fetch_add(1, Ordering::Relaxed)
+    ));
+    command.env("XDG_STATE_HOME", state);
     command.kill_on_drop(true);
     command
 }
@@ -565,6 +573,10 @@ pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .stdin(Stdio::null())
         .env_remove("MCP_BEARER_TOKEN")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("mcp-stdio-test-state-none"),
+        )
         .output()
         .unwrap();
     (

@@ -218,6 +218,7 @@ mod tests {
                 client_secret: None,
                 client_secret_expires_at: None,
                 token_endpoint_auth_method: "none".into(),
+                redirect_uri: Some("http://127.0.0.1:5000/callback".into()),
             },
         );
         doc

@@ -41,6 +41,9 @@ pub struct Registration {
     pub client_secret_expires_at: Option<u64>,
     /// `none`, `client_secret_post` or `client_secret_basic`.
     pub token_endpoint_auth_method: String,
+    /// The loopback redirect URI registered, reused (same port) when it is free.
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
 }
 
 /// Everything the store holds.

@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
+mod oauth;
+mod tokens;
+
 use crate::http::client::ClientOptions;
 use crate::logging::{self, LogFormat, LogLevel};
 use crate::relay::RelayConfig;
@@ -32,6 +35,14 @@ struct Cli {
 enum Command {
     /// Bridge stdin/stdout to a remote MCP server over Streamable HTTP.
     Relay(RelayArgs),
+    /// Log in to a server with OAuth and store the tokens.
+    Login(tokens::LoginArgs),
+    /// Forget the tokens of a server (or of all servers).
+    Logout(tokens::LogoutArgs),
+    /// Show the stored logins (never the tokens).
+    Status(tokens::StatusArgs),
+    /// Print a fresh access token for scripts (refreshing it if needed).
+    Token(tokens::TokenArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +119,14 @@ struct RelayArgs {
     /// Diagnostics format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+
+    /// Log in with OAuth (browser, authorization code with PKCE) when the server asks for
+    /// it. Without it, a login stored by `mcp-stdio login` is still used and refreshed.
+    #[arg(long)]
+    oauth: bool,
+
+    #[command(flatten)]
+    oauth_args: oauth::OAuthArgs,
 }
 
 /// Parses the process arguments, runs the chosen mode and returns the exit code.
@@ -132,6 +151,10 @@ pub fn main() -> i32 {
             };
             run_async(crate::relay::run(config))
         }
+        Command::Login(args) => tokens::login(args),
+        Command::Logout(args) => tokens::logout(args),
+        Command::Status(args) => tokens::status(args),
+        Command::Token(args) => tokens::token(args),
     }
 }
 
@@ -161,7 +184,7 @@ fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
     }
 }
 
-const SUBCOMMANDS: &[&str] = &["relay", "help"];
+const SUBCOMMANDS: &[&str] = &["relay", "login", "logout", "status", "token", "help"];
 
 /// `mcp-stdio [OPTIONS] URL` (the Python tool's form) means `mcp-stdio relay [OPTIONS] URL`.
 fn with_default_subcommand(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
@@ -236,6 +259,21 @@ fn relay_config(
         read_timeout: Some(args.timeout_read),
         extra_roots,
     };
+    let static_authorization = headers.contains_key(AUTHORIZATION);
+    if args.oauth && static_authorization {
+        return Err("--oauth cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
+    }
+    let settings = args.oauth_args.settings()?;
+    let oauth = match oauth::token_file(&env) {
+        _ if static_authorization => None,
+        Ok(token_file) => Some(crate::oauth::RelayOAuth {
+            settings,
+            interactive: args.oauth,
+            token_file,
+        }),
+        Err(e) if args.oauth => return Err(format!("--oauth: {e}")),
+        Err(_) => None,
+    };
     Ok(RelayConfig {
         url,
         headers,
@@ -249,6 +287,7 @@ fn relay_config(
         retry_after_cap: args.retry_after_max,
         max_reconnects: args.max_reconnects,
         shutdown_grace: args.shutdown_grace,
+        oauth,
     })
 }
 

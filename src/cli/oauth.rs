@@ -1,0 +1,116 @@
+//! The OAuth flags shared by `relay` and `login`, and their validation into settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use url::Url;
+
+use super::{non_negative_seconds, positive_seconds};
+use crate::oauth::flow::{Resource, Settings};
+use crate::oauth::secret::Secret;
+use crate::oauth::store::file::FileStore;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TokenStoreChoice {
+    /// The OS keyring when one is usable, else the file (this build: the file).
+    Auto,
+    /// The 0600 token file.
+    File,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OAuthArgs {
+    /// A client registered in advance at the authorization server (skips registration).
+    #[arg(long, env = "MCP_OAUTH_CLIENT_ID", value_name = "ID")]
+    pub client_id: Option<String>,
+
+    /// That client's secret (prefer the environment variable: flags show in `ps`).
+    #[arg(
+        long,
+        env = "MCP_OAUTH_CLIENT_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    pub client_secret: Option<String>,
+
+    /// Scopes to request, space-separated (default: what the server's challenge or
+    /// metadata asks for).
+    #[arg(long, value_name = "SCOPES")]
+    pub oauth_scope: Option<String>,
+
+    /// The RFC 8707 resource to request tokens for (default: the server URL).
+    #[arg(long, value_name = "URI", conflicts_with = "no_resource_indicator")]
+    pub oauth_resource: Option<String>,
+
+    /// Send no RFC 8707 resource (for authorization servers that reject it).
+    #[arg(long)]
+    pub no_resource_indicator: bool,
+
+    /// Refresh the access token this many seconds before it expires.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    pub oauth_refresh_leeway: Duration,
+
+    /// Seconds to wait for the browser login to complete.
+    #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds, allow_hyphen_values = true)]
+    pub oauth_timeout: Duration,
+
+    /// Print the login URL instead of opening a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+
+    /// Fixed port for the login callback on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub callback_port: Option<u16>,
+
+    /// Where tokens are kept.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub token_store: TokenStoreChoice,
+}
+
+impl OAuthArgs {
+    pub fn settings(&self) -> Result<Settings, String> {
+        if self.client_secret.is_some() && self.client_id.is_none() {
+            return Err(
+                "--client-secret / MCP_OAUTH_CLIENT_SECRET needs --client-id / MCP_OAUTH_CLIENT_ID: a secret belongs to a client"
+                    .into(),
+            );
+        }
+        let resource = match (&self.oauth_resource, self.no_resource_indicator) {
+            (Some(_), true) => {
+                return Err(
+                    "--oauth-resource and --no-resource-indicator contradict each other; keep one"
+                        .into(),
+                );
+            }
+            (Some(raw), false) => {
+                let url = Url::parse(raw).map_err(|e| {
+                    format!("--oauth-resource '{raw}' is not an absolute URI ({e}); e.g. https://example.com/mcp")
+                })?;
+                if url.fragment().is_some() {
+                    return Err(format!(
+                        "--oauth-resource '{raw}' has a #fragment, which RFC 8707 forbids"
+                    ));
+                }
+                Resource::Custom(raw.clone())
+            }
+            (None, true) => Resource::Omitted,
+            (None, false) => Resource::Server,
+        };
+        Ok(Settings {
+            client_id: self.client_id.clone().filter(|c| !c.is_empty()),
+            client_secret: self.client_secret.clone().map(Secret::new),
+            scope: self.oauth_scope.clone().filter(|s| !s.trim().is_empty()),
+            resource,
+            refresh_leeway: self.oauth_refresh_leeway,
+            timeout: self.oauth_timeout,
+            open_browser: !self.no_browser,
+            callback_port: self.callback_port,
+        })
+    }
+}
+
+/// The token file's location.
+pub fn token_file(env: impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    FileStore::default_path(env)
+}

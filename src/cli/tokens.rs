@@ -1,0 +1,338 @@
+//! `login`, `logout`, `status` and `token`: managing stored OAuth logins from a terminal.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::oauth::{OAuthArgs, token_file};
+use super::{EXIT_USAGE, parse_upstream_url, positive_seconds, report_usage_error, run_async};
+use crate::http::client::{ClientOptions, parse_extra_roots};
+use crate::logging::{self, LogFormat, LogLevel, notice};
+use crate::oauth::flow::ServerAuth;
+use crate::oauth::http::OAuthHttp;
+use crate::oauth::store::file::FileStore;
+use crate::oauth::store::{Grant, grant_key};
+use crate::oauth::token::{TokenFailure, needs_refresh, unix_now};
+
+/// The connection flags the terminal commands share with `relay`.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// Extra trusted root certificate(s), PEM.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+
+    /// Seconds allowed to establish a connection.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
+    timeout_connect: Duration,
+
+    /// Diagnostics on stderr: off, error, warn, info, debug or trace.
+    #[arg(long, value_enum, default_value = "warn", env = "MCP_STDIO_LOG_LEVEL")]
+    log_level: LogLevel,
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The MCP server, e.g. https://example.com/mcp
+    url: String,
+    #[command(flatten)]
+    oauth: OAuthArgs,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The MCP server whose logins to forget.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    url: Option<String>,
+    /// Forget every stored login and client registration.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this server.
+    url: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The MCP server, e.g. https://example.com/mcp
+    url: String,
+    #[command(flatten)]
+    oauth: OAuthArgs,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// Validation shared by `login` and `token`.
+fn server_auth(
+    url: &str,
+    oauth: &OAuthArgs,
+    connection: &Connection,
+) -> Result<ServerAuth, String> {
+    let server = parse_upstream_url(url)?;
+    let settings = oauth.settings()?;
+    let extra_roots = match &connection.ca_cert {
+        Some(path) => parse_extra_roots(
+            &std::fs::read(path)
+                .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?,
+        )?,
+        None => Vec::new(),
+    };
+    let options = ClientOptions {
+        connect_timeout: connection.timeout_connect,
+        read_timeout: Some(Duration::from_secs(30)),
+        extra_roots,
+    };
+    Ok(ServerAuth {
+        http: OAuthHttp::new(options, 1 << 20),
+        store: store()?,
+        server,
+        settings,
+    })
+}
+
+fn store() -> Result<FileStore, String> {
+    Ok(FileStore::new(token_file(|name| std::env::var(name).ok())?))
+}
+
+pub fn login(args: LoginArgs) -> i32 {
+    logging::init(args.connection.log_level, LogFormat::Text);
+    let auth = match server_auth(&args.url, &args.oauth, &args.connection) {
+        Ok(auth) => auth,
+        Err(e) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    run_async(async move {
+        let challenge = auth.probe().await;
+        match auth.login(challenge.as_ref()).await {
+            Ok(grant) => {
+                notice(&format!(
+                    "logged in to {} ({}); tokens are in {}",
+                    auth.server,
+                    describe(&grant),
+                    auth.store.path().display()
+                ));
+                0
+            }
+            Err(e) => {
+                notice(&format!("login failed: {e}"));
+                1
+            }
+        }
+    })
+}
+
+pub fn token(args: TokenArgs) -> i32 {
+    logging::init(args.connection.log_level, LogFormat::Text);
+    let auth = match server_auth(&args.url, &args.oauth, &args.connection) {
+        Ok(auth) => auth,
+        Err(e) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    run_async(async move {
+        let grant = match auth.stored() {
+            Ok(Some(grant)) => grant,
+            Ok(None) => {
+                notice(&format!(
+                    "no login stored for {}; run `mcp-stdio login {}` first",
+                    auth.server, auth.server
+                ));
+                return 1;
+            }
+            Err(e) => {
+                notice(&e);
+                return 1;
+            }
+        };
+        let leeway = auth.settings.refresh_leeway.as_secs();
+        let grant = if needs_refresh(&grant, unix_now(), leeway) {
+            match auth.refresh(&grant).await {
+                Ok(fresh) => fresh,
+                Err(TokenFailure::Dead(e) | TokenFailure::Passing(e)) => {
+                    notice(&format!("could not refresh the token: {e}"));
+                    return 1;
+                }
+            }
+        } else {
+            grant
+        };
+        notice("printing an access token: keep it out of logs and shell history");
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", grant.access_token.expose());
+        0
+    })
+}
+
+pub fn logout(args: LogoutArgs) -> i32 {
+    let store = match store() {
+        Ok(store) => store,
+        Err(e) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let mut document = match store.load() {
+        Ok(document) => document,
+        Err(e) => {
+            notice(&e);
+            return 1;
+        }
+    };
+    let removed = if args.all {
+        let count = document.grants.len();
+        document.grants.clear();
+        document.registrations.clear();
+        count
+    } else {
+        let server = match args.url.as_deref().map(parse_upstream_url) {
+            Some(Ok(server)) => server,
+            Some(Err(e)) => {
+                report_usage_error(&e);
+                return EXIT_USAGE;
+            }
+            None => unreachable!("clap requires a URL without --all"),
+        };
+        let key = grant_key(&server, None);
+        let before = document.grants.len();
+        document.grants.retain(|k, _| !belongs_to(k, &key));
+        before - document.grants.len()
+    };
+    if let Err(e) = store.save(&document) {
+        notice(&e);
+        return 1;
+    }
+    notice(&match (args.all, removed) {
+        (true, n) => format!("removed {n} stored login(s) and every client registration"),
+        (false, 0) => "no login was stored for that server".into(),
+        (false, n) => format!("removed {n} stored login(s)"),
+    });
+    0
+}
+
+pub fn status(args: StatusArgs) -> i32 {
+    let store = match store() {
+        Ok(store) => store,
+        Err(e) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let filter = match args.url.as_deref().map(parse_upstream_url) {
+        Some(Ok(server)) => Some(grant_key(&server, None)),
+        Some(Err(e)) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+        None => None,
+    };
+    let document = match store.load() {
+        Ok(document) => document,
+        Err(e) => {
+            notice(&e);
+            return 1;
+        }
+    };
+    let now = unix_now();
+    let backend = format!("file {}", store.path().display());
+    let entries: Vec<(&String, &Grant)> = document
+        .grants
+        .iter()
+        .filter(|(key, _)| filter.as_deref().is_none_or(|f| belongs_to(key, f)))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let list: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(key, grant)| {
+                serde_json::json!({
+                    "server": key,
+                    "issuer": grant.issuer,
+                    "scope": grant.scope,
+                    "expires_at": grant.expires_at,
+                    "expires_in_s": grant.expires_at.map(|at| at as i64 - now as i64),
+                    "refresh_token": grant.refresh_token.is_some(),
+                    "store": backend,
+                })
+            })
+            .collect();
+        let _ = writeln!(out, "{}", serde_json::Value::Array(list));
+        return 0;
+    }
+    if entries.is_empty() {
+        let _ = writeln!(out, "no stored logins ({backend})");
+    }
+    for (key, grant) in entries {
+        let _ = writeln!(
+            out,
+            "{key}\n  issuer:  {}\n  scopes:  {}\n  expires: {}\n  refresh: {}\n  store:   {backend}",
+            grant.issuer,
+            grant.scope.as_deref().unwrap_or("(none named)"),
+            expiry(grant.expires_at, now),
+            if grant.refresh_token.is_some() {
+                "yes"
+            } else {
+                "no"
+            },
+        );
+    }
+    0
+}
+
+/// Whether a stored key is the server `key` (with or without a distinct resource).
+fn belongs_to(stored: &str, key: &str) -> bool {
+    stored == key || stored.starts_with(&format!("{key} resource="))
+}
+
+fn describe(grant: &Grant) -> String {
+    format!(
+        "scopes: {}; expires: {}",
+        grant.scope.as_deref().unwrap_or("(none named)"),
+        expiry(grant.expires_at, unix_now())
+    )
+}
+
+fn expiry(expires_at: Option<u64>, now: u64) -> String {
+    match expires_at {
+        None => "no expiry given".into(),
+        Some(at) if at > now => format!("in {}", human(at - now)),
+        Some(at) => format!("{} ago (refreshed on next use)", human(now - at)),
+    }
+}
+
+fn human(seconds: u64) -> String {
+    match seconds {
+        0..=119 => format!("{seconds} s"),
+        120..=7199 => format!("{} min", seconds / 60),
+        _ => format!("{} h", seconds / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_expiry_read_well() {
+        assert!(belongs_to("https://h/mcp", "https://h/mcp"));
+        assert!(belongs_to(
+            "https://h/mcp resource=https://api",
+            "https://h/mcp"
+        ));
+        assert!(!belongs_to("https://h/mcp2", "https://h/mcp"));
+        assert_eq!(expiry(None, 0), "no expiry given");
+        assert_eq!(expiry(Some(3700), 100), "in 60 min");
+        assert_eq!(expiry(Some(100), 160), "60 s ago (refreshed on next use)");
+    }
+}

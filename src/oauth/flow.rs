@@ -1,0 +1,337 @@
+//! Logging in and refreshing: discovery, the client identity, the browser flow with PKCE
+//! and a loopback callback, the code exchange, and storing the grant.
+
+use std::time::Duration;
+
+use serde_json::json;
+use url::Url;
+
+use super::authorize::{AuthorizationRequest, Expected, authorization_url, code_from_callback};
+use super::callback::CallbackServer;
+use super::challenge::{self, Challenge};
+use super::discovery::{Discovered, discover};
+use super::http::{BasicAuth, Fetched, OAuthHttp};
+use super::pkce::{Pkce, random_token};
+use super::registration::{choose_auth_method, register, still_valid};
+use super::secret::Secret;
+use super::store::file::FileStore;
+use super::store::{Grant, Registration, grant_key};
+use super::token::{
+    Issued, TokenFailure, code_exchange_form, grant_from, read_answer, refresh_form, unix_now,
+};
+use crate::logging::notice;
+
+/// Which RFC 8707 `resource` to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource {
+    /// The server URL, verbatim (the default).
+    Server,
+    /// `--oauth-resource`.
+    Custom(String),
+    /// `--no-resource-indicator`.
+    Omitted,
+}
+
+/// The OAuth flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    pub scope: Option<String>,
+    pub resource: Resource,
+    pub refresh_leeway: Duration,
+    pub timeout: Duration,
+    pub open_browser: bool,
+    pub callback_port: Option<u16>,
+}
+
+/// One server's OAuth state: where its grant is stored and how to get a new one.
+pub struct ServerAuth {
+    pub http: OAuthHttp,
+    pub store: FileStore,
+    pub server: Url,
+    pub settings: Settings,
+}
+
+impl ServerAuth {
+    pub fn resource(&self) -> Option<String> {
+        match &self.settings.resource {
+            Resource::Server => Some(self.server.as_str().to_owned()),
+            Resource::Custom(resource) => Some(resource.clone()),
+            Resource::Omitted => None,
+        }
+    }
+
+    pub fn key(&self) -> String {
+        grant_key(&self.server, self.resource().as_deref())
+    }
+
+    /// The stored grant for this server, if any.
+    pub fn stored(&self) -> Result<Option<Grant>, String> {
+        Ok(self.store.load()?.grants.get(&self.key()).cloned())
+    }
+
+    /// Asks the server for its challenge: an unauthenticated `initialize` that a protected
+    /// server answers with 401 and `WWW-Authenticate`.
+    pub async fn probe(&self) -> Option<Challenge> {
+        let body = json!({"jsonrpc": "2.0", "id": "mcp-stdio-probe", "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "mcp-stdio", "version": env!("CARGO_PKG_VERSION")}}});
+        let fetched = self.http.post_json(&self.server, &body).await.ok()?;
+        challenge_of(&fetched)
+    }
+
+    /// Runs the browser login and stores the grant.
+    pub async fn login(&self, challenge: Option<&Challenge>) -> Result<Grant, String> {
+        let found = discover(&self.http, &self.server, challenge).await?;
+        let scope = self.scope(&found, challenge);
+        let preferred_port = self.settings.callback_port;
+        let mut document = self.store.load()?;
+        let cached = document
+            .registrations
+            .get(&found.server.issuer)
+            .filter(|r| still_valid(r, unix_now()))
+            .filter(|_| self.settings.client_id.is_none())
+            .cloned();
+        // A cached registration's redirect URI is reused when its port is free, so servers
+        // that match loopback ports exactly keep accepting it.
+        let cached_port = cached
+            .as_ref()
+            .and_then(|r| r.redirect_uri.as_deref())
+            .and_then(|u| Url::parse(u).ok())
+            .and_then(|u| u.port());
+        let callback = match (preferred_port, cached_port) {
+            (Some(port), _) => CallbackServer::start(port, false).await?,
+            (None, Some(port)) => CallbackServer::start(port, true).await?,
+            (None, None) => CallbackServer::start(0, true).await?,
+        };
+        let client = match (&self.settings.client_id, cached) {
+            (Some(client_id), _) => Registration {
+                client_id: client_id.clone(),
+                client_secret: self.settings.client_secret.clone(),
+                client_secret_expires_at: None,
+                token_endpoint_auth_method: choose_auth_method(
+                    &found.server.token_endpoint_auth_methods,
+                    self.settings.client_secret.is_some(),
+                ),
+                redirect_uri: None,
+            },
+            (None, Some(cached))
+                if cached.redirect_uri.as_deref() == Some(&callback.redirect_uri) =>
+            {
+                cached
+            }
+            (None, _) => {
+                let endpoint = found.server.registration_endpoint.as_ref().ok_or(
+                    "the authorization server offers no dynamic client registration; register a client there and pass --client-id (and --client-secret if it has one)",
+                )?;
+                let method = choose_auth_method(&found.server.token_endpoint_auth_methods, false);
+                let registration = register(
+                    &self.http,
+                    endpoint,
+                    &callback.redirect_uri,
+                    &method,
+                    scope.as_deref(),
+                )
+                .await?;
+                document
+                    .registrations
+                    .insert(found.server.issuer.clone(), registration.clone());
+                self.store.save(&document)?;
+                registration
+            }
+        };
+
+        let pkce = Pkce::generate();
+        let state = random_token(32);
+        let resource = self.resource();
+        let url = authorization_url(&AuthorizationRequest {
+            endpoint: &found.server.authorization_endpoint,
+            client_id: &client.client_id,
+            redirect_uri: &callback.redirect_uri,
+            state: &state,
+            code_challenge: &pkce.challenge,
+            resource: resource.as_deref(),
+            scope: scope.as_deref(),
+        });
+        notice(&format!(
+            "to log in to {}, open this URL in a browser:\n  {url}",
+            self.server.origin().ascii_serialization()
+        ));
+        if self.settings.open_browser {
+            let target = url.to_string();
+            let opened = tokio::task::spawn_blocking(move || webbrowser::open(&target)).await;
+            if !matches!(opened, Ok(Ok(()))) {
+                notice("could not open a browser; open the URL above by hand");
+            }
+        }
+        let redirect_uri = callback.redirect_uri.clone();
+        let query = callback.wait(self.settings.timeout).await?;
+        let code = code_from_callback(
+            &query,
+            &Expected {
+                state: &state,
+                issuer: &found.server.issuer,
+                iss_required: found.server.iss_parameter_supported,
+            },
+        )?;
+        let form = code_exchange_form(
+            &code,
+            &pkce.verifier,
+            &redirect_uri,
+            &client.client_id,
+            resource.as_deref(),
+        );
+        let answer = self
+            .token_request(&found.server.token_endpoint, form, &client)
+            .await
+            .map_err(|f| match f {
+                TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
+            })?;
+        let grant = grant_from(
+            answer,
+            &Issued {
+                issuer: &found.server.issuer,
+                token_endpoint: found.server.token_endpoint.as_str(),
+                client_id: &client.client_id,
+                resource: resource.as_deref(),
+                requested_scope: scope.as_deref(),
+            },
+            None,
+            unix_now(),
+        );
+        let mut document = self.store.load()?;
+        document.grants.insert(self.key(), grant.clone());
+        self.store.save(&document)?;
+        tracing::info!(issuer = %found.server.issuer, "logged in");
+        Ok(grant)
+    }
+
+    /// Exchanges the grant's refresh token. On success the new grant is stored (a rotated
+    /// refresh token included); a dead grant is removed from the store.
+    pub async fn refresh(&self, grant: &Grant) -> Result<Grant, TokenFailure> {
+        let Some(refresh_token) = grant.refresh_token.clone() else {
+            return Err(TokenFailure::Dead("the grant has no refresh token".into()));
+        };
+        let document = self.store.load().map_err(TokenFailure::Passing)?;
+        let client = document
+            .registrations
+            .get(&grant.issuer)
+            .filter(|r| r.client_id == grant.client_id)
+            .cloned()
+            .unwrap_or_else(|| Registration {
+                client_id: grant.client_id.clone(),
+                client_secret: self.settings.client_secret.clone(),
+                client_secret_expires_at: None,
+                token_endpoint_auth_method: if self.settings.client_secret.is_some() {
+                    "client_secret_basic".into()
+                } else {
+                    "none".into()
+                },
+                redirect_uri: None,
+            });
+        let endpoint = Url::parse(&grant.token_endpoint).map_err(|e| {
+            TokenFailure::Dead(format!("the stored token endpoint is invalid ({e})"))
+        })?;
+        let resource = grant.resource.clone();
+        let form = refresh_form(&refresh_token, &client.client_id, resource.as_deref());
+        let outcome = self.token_request(&endpoint, form, &client).await;
+        let mut document = self.store.load().map_err(TokenFailure::Passing)?;
+        match outcome {
+            Ok(answer) => {
+                let fresh = grant_from(
+                    answer,
+                    &Issued {
+                        issuer: &grant.issuer,
+                        token_endpoint: &grant.token_endpoint,
+                        client_id: &grant.client_id,
+                        resource: resource.as_deref(),
+                        requested_scope: None,
+                    },
+                    Some(grant),
+                    unix_now(),
+                );
+                document.grants.insert(self.key(), fresh.clone());
+                self.store.save(&document).map_err(TokenFailure::Passing)?;
+                Ok(fresh)
+            }
+            Err(TokenFailure::Dead(e)) => {
+                // Only forget the grant if it is still the one that failed.
+                if document
+                    .grants
+                    .get(&self.key())
+                    .and_then(|g| g.refresh_token.as_ref())
+                    == Some(&refresh_token)
+                {
+                    document.grants.remove(&self.key());
+                    self.store.save(&document).map_err(TokenFailure::Passing)?;
+                }
+                Err(TokenFailure::Dead(e))
+            }
+            Err(passing) => Err(passing),
+        }
+    }
+
+    fn scope(&self, found: &Discovered, challenge: Option<&Challenge>) -> Option<String> {
+        self.settings
+            .scope
+            .clone()
+            .or_else(|| challenge.and_then(|c| c.scope.clone()))
+            .or_else(|| {
+                found
+                    .resource
+                    .as_ref()
+                    .and_then(|r| r.scopes_supported.as_ref())
+                    .map(|s| s.join(" "))
+            })
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    async fn token_request(
+        &self,
+        endpoint: &Url,
+        mut form: Vec<(&'static str, &str)>,
+        client: &Registration,
+    ) -> Result<super::token::TokenAnswer, TokenFailure> {
+        let secret = client.client_secret.as_ref().map(Secret::expose);
+        let basic = match (client.token_endpoint_auth_method.as_str(), secret) {
+            ("client_secret_basic", Some(secret)) => {
+                form.retain(|(k, _)| *k != "client_id");
+                Some(BasicAuth {
+                    client_id: &client.client_id,
+                    client_secret: secret,
+                })
+            }
+            ("client_secret_post", Some(secret)) => {
+                form.push(("client_secret", secret));
+                None
+            }
+            _ => None,
+        };
+        let fetched = self
+            .http
+            .post_form(endpoint, &form, basic)
+            .await
+            .map_err(TokenFailure::Passing)?;
+        let content_type = fetched
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        read_answer(fetched.status, content_type, &fetched.body)
+    }
+}
+
+/// The Bearer challenge of a 401 or 403 answer.
+pub fn challenge_of(fetched: &Fetched) -> Option<Challenge> {
+    if !matches!(fetched.status.as_u16(), 401 | 403) {
+        return None;
+    }
+    challenge::bearer(
+        fetched
+            .headers
+            .get_all(http::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
+    .or(Some(Challenge::default()))
+}

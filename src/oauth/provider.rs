@@ -1,0 +1,117 @@
+//! The relay's source of `Authorization` values: the stored grant, refreshed ahead of
+//! expiry, refreshed (once) after a 401, and replaced by a new login when the grant is dead
+//! and a browser login is allowed. One refresh or login at a time: concurrent requests that
+//! all met a 401 share it.
+
+use http::HeaderValue;
+
+use super::challenge::Challenge;
+use super::flow::ServerAuth;
+use super::store::Grant;
+use super::token::{TokenFailure, needs_refresh, unix_now};
+
+pub struct TokenProvider {
+    session: ServerAuth,
+    /// May this process run a browser login (`--oauth`), or only use and refresh a grant
+    /// made by `mcp-stdio login`?
+    interactive: bool,
+    current: tokio::sync::Mutex<Option<Grant>>,
+}
+
+impl TokenProvider {
+    pub fn new(session: ServerAuth, interactive: bool) -> Self {
+        let stored = session.stored().unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            None
+        });
+        TokenProvider {
+            session,
+            interactive,
+            current: tokio::sync::Mutex::new(stored),
+        }
+    }
+
+    /// The value for the next request's `Authorization` header; `None` before any login
+    /// (the server's 401 then starts one). Refreshes first when the token is about to expire.
+    pub async fn authorization(&self) -> Option<HeaderValue> {
+        let mut current = self.current.lock().await;
+        let grant = current.as_ref()?;
+        let leeway = self.session.settings.refresh_leeway.as_secs();
+        if needs_refresh(grant, unix_now(), leeway) && grant.refresh_token.is_some() {
+            match self.session.refresh(grant).await {
+                Ok(fresh) => *current = Some(fresh),
+                Err(TokenFailure::Passing(e)) => {
+                    tracing::warn!("could not refresh the access token ahead of expiry: {e}");
+                }
+                Err(TokenFailure::Dead(e)) => {
+                    tracing::warn!("the stored login is no longer valid: {e}");
+                    *current = None;
+                }
+            }
+        }
+        current.as_ref().map(header_value)
+    }
+
+    /// Called after a 401 to a request that carried `sent`. Returns the value to retry
+    /// with, or the message the host should see.
+    pub async fn after_unauthorized(
+        &self,
+        sent: Option<&HeaderValue>,
+        challenge: Option<Challenge>,
+    ) -> Result<HeaderValue, String> {
+        let mut current = self.current.lock().await;
+        // Another request already replaced the token that was refused: use the new one.
+        if let Some(grant) = current.as_ref() {
+            let now = header_value(grant);
+            if sent != Some(&now) {
+                return Ok(now);
+            }
+        }
+        // The disk may hold a newer grant (a `login` in another terminal, another relay).
+        if let Ok(Some(stored)) = self.session.stored()
+            && Some(header_value(&stored)) != sent.cloned()
+        {
+            let value = header_value(&stored);
+            *current = Some(stored);
+            return Ok(value);
+        }
+        if let Some(grant) = current.clone()
+            && grant.refresh_token.is_some()
+        {
+            match self.session.refresh(&grant).await {
+                Ok(fresh) => {
+                    let value = header_value(&fresh);
+                    *current = Some(fresh);
+                    return Ok(value);
+                }
+                Err(TokenFailure::Passing(e)) => {
+                    return Err(format!(
+                        "the server refused the access token and refreshing it failed for now: {e}"
+                    ));
+                }
+                Err(TokenFailure::Dead(e)) => {
+                    tracing::warn!("the stored login is no longer valid: {e}");
+                    *current = None;
+                }
+            }
+        }
+        if !self.interactive {
+            return Err(format!(
+                "HTTP 401 from upstream: the server requires authorization; run `mcp-stdio login {}` in a terminal (OAuth), start the relay with --oauth, or pass --bearer-token (or MCP_BEARER_TOKEN) or -H 'Authorization: ...'",
+                self.session.server
+            ));
+        }
+        let grant = self.session.login(challenge.as_ref()).await?;
+        let value = header_value(&grant);
+        *current = Some(grant);
+        Ok(value)
+    }
+}
+
+/// `Bearer <token>`, marked sensitive so no HTTP layer logs it.
+fn header_value(grant: &Grant) -> HeaderValue {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", grant.access_token.expose()))
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
+    value.set_sensitive(true);
+    value
+}

@@ -1,0 +1,362 @@
+//! OAuth end to end: a fake MCP server that wants a Bearer token, its authorization server
+//! (metadata, registration, authorize, token with PKCE and rotation) on the same host, and a
+//! `$BROWSER` stand-in that follows the authorization redirect like a user would.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::http::Method;
+use base64::Engine;
+use common::*;
+use serde_json::{Value, json};
+
+/// What an authorization code was issued for.
+struct Issued {
+    code_challenge: String,
+    redirect_uri: String,
+}
+
+#[derive(Default)]
+struct World {
+    base: OnceLock<String>,
+    codes: Mutex<HashMap<String, Issued>>,
+    access: Mutex<HashSet<String>>,
+    refresh: Mutex<HashSet<String>>,
+    issued: Mutex<u32>,
+    registrations: Mutex<Vec<Value>>,
+    token_forms: Mutex<Vec<HashMap<String, String>>>,
+    authorize_queries: Mutex<Vec<HashMap<String, String>>>,
+    /// Access tokens live this long (seconds).
+    expires_in: Mutex<u64>,
+}
+
+impl World {
+    fn base(&self) -> &str {
+        self.base.get().unwrap()
+    }
+
+    fn issue(&self) -> Value {
+        let mut n = self.issued.lock().unwrap();
+        *n += 1;
+        let (access, refresh) = (format!("at-secret-{n}"), format!("rt-secret-{n}"));
+        self.access.lock().unwrap().insert(access.clone());
+        self.refresh.lock().unwrap().insert(refresh.clone());
+        json!({"access_token": access, "token_type": "Bearer", "refresh_token": refresh,
+               "expires_in": *self.expires_in.lock().unwrap(), "scope": "mcp:tools"})
+    }
+
+    fn revoke_all_access(&self) {
+        self.access.lock().unwrap().clear();
+    }
+}
+
+fn form(body: &str) -> HashMap<String, String> {
+    url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn json_with(status: u16, body: Value) -> Reply {
+    Reply::Json {
+        status,
+        body: body.to_string(),
+        headers: vec![],
+    }
+}
+
+fn handle(world: &World, seen: &Seen) -> Reply {
+    let base = world.base();
+    let path = seen.uri.path();
+    match (seen.method.clone(), path) {
+        (Method::GET, "/.well-known/oauth-protected-resource/mcp") => json_with(
+            200,
+            json!({"resource": format!("{base}/mcp"), "authorization_servers": [base],
+                   "scopes_supported": ["mcp:tools"]}),
+        ),
+        (Method::GET, "/.well-known/oauth-authorization-server") => json_with(
+            200,
+            json!({"issuer": base,
+                   "authorization_endpoint": format!("{base}/authorize"),
+                   "token_endpoint": format!("{base}/token"),
+                   "registration_endpoint": format!("{base}/register"),
+                   "code_challenge_methods_supported": ["S256"],
+                   "token_endpoint_auth_methods_supported": ["none"],
+                   "authorization_response_iss_parameter_supported": true}),
+        ),
+        (Method::POST, "/register") => {
+            let body: Value = serde_json::from_str(&seen.body).unwrap();
+            world.registrations.lock().unwrap().push(body.clone());
+            json_with(
+                201,
+                json!({"client_id": "client-1", "redirect_uris": body["redirect_uris"],
+                       "token_endpoint_auth_method": "none"}),
+            )
+        }
+        (Method::GET, "/authorize") => {
+            let query = form(seen.uri.query().unwrap_or(""));
+            world.authorize_queries.lock().unwrap().push(query.clone());
+            let code = format!("code-secret-{}", query["state"].len());
+            world.codes.lock().unwrap().insert(
+                code.clone(),
+                Issued {
+                    code_challenge: query["code_challenge"].clone(),
+                    redirect_uri: query["redirect_uri"].clone(),
+                },
+            );
+            let location = format!(
+                "{}?code={code}&state={}&iss={}",
+                query["redirect_uri"],
+                query["state"],
+                url::form_urlencoded::byte_serialize(base.as_bytes()).collect::<String>()
+            );
+            Reply::Json {
+                status: 302,
+                body: String::new(),
+                headers: vec![("location", location)],
+            }
+        }
+        (Method::POST, "/token") => {
+            let f = form(&seen.body);
+            world.token_forms.lock().unwrap().push(f.clone());
+            match f.get("grant_type").map(String::as_str) {
+                Some("authorization_code") => {
+                    let Some(issued) = world.codes.lock().unwrap().remove(&f["code"]) else {
+                        return json_with(400, json!({"error": "invalid_grant"}));
+                    };
+                    let digest = aws_lc_rs::digest::digest(
+                        &aws_lc_rs::digest::SHA256,
+                        f["code_verifier"].as_bytes(),
+                    );
+                    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+                    if computed != issued.code_challenge || issued.redirect_uri != f["redirect_uri"]
+                    {
+                        return json_with(400, json!({"error": "invalid_grant"}));
+                    }
+                    json_with(200, world.issue())
+                }
+                Some("refresh_token") => {
+                    if !world.refresh.lock().unwrap().remove(&f["refresh_token"]) {
+                        return json_with(400, json!({"error": "invalid_grant"}));
+                    }
+                    json_with(200, world.issue())
+                }
+                _ => json_with(400, json!({"error": "unsupported_grant_type"})),
+            }
+        }
+        (_, "/mcp") => {
+            let token = seen
+                .header("authorization")
+                .and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned));
+            if !token.is_some_and(|t| world.access.lock().unwrap().contains(&t)) {
+                return Reply::Json {
+                    status: 401,
+                    body: json!({"error": "invalid_token"}).to_string(),
+                    headers: vec![(
+                        "www-authenticate",
+                        format!(
+                            r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="mcp:tools""#
+                        ),
+                    )],
+                };
+            }
+            basic(seen)
+        }
+        _ => Reply::Status(404),
+    }
+}
+
+async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
+    let world = Arc::new(World::default());
+    *world.expires_in.lock().unwrap() = expires_in;
+    let w = world.clone();
+    let upstream = Upstream::start(move |seen| handle(&w, seen)).await;
+    world.base.set(format!("http://{}", upstream.addr)).unwrap();
+    (upstream, world)
+}
+
+/// A `$BROWSER` that follows the authorization redirect to the callback, as a user's
+/// browser would after they approve.
+fn browser(dir: &std::path::Path) -> String {
+    let path = dir.join("browser.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nexec python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn secrets_in(text: &str) -> Vec<&'static str> {
+    ["at-secret", "rt-secret", "code-secret", "code_verifier"]
+        .into_iter()
+        .filter(|s| text.contains(s))
+        .collect()
+}
+
+#[tokio::test]
+async fn relay_with_oauth_logs_in_through_the_browser_then_relays() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &["--oauth", "--log-level", "trace"],
+        &[
+            ("BROWSER", &browser),
+            ("XDG_STATE_HOME", state.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let answer = relay.initialize().await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let listed = relay.call(json!(1), "tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+
+    // Registration: a native client with a loopback redirect.
+    let registration = world.registrations.lock().unwrap()[0].clone();
+    assert_eq!(registration["application_type"], "native");
+    assert!(
+        registration["redirect_uris"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    // The authorization request: PKCE S256, resource = the server URL, the challenge's scope.
+    let query = world.authorize_queries.lock().unwrap()[0].clone();
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert_eq!(query["resource"], upstream.url);
+    assert_eq!(query["scope"], "mcp:tools");
+    assert!(!query.contains_key("prompt"));
+    let exchange = world.token_forms.lock().unwrap()[0].clone();
+    assert_eq!(exchange["resource"], upstream.url);
+
+    // The grant is stored privately, and no secret reached the logs even at trace level.
+    let file = state.join("mcp-stdio").join("tokens.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    relay.close_stdin();
+    relay.wait_exit().await;
+    let stderr = relay.stderr();
+    assert!(
+        stderr.contains("to log in to"),
+        "the URL is shown for manual use: {stderr}"
+    );
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_refused_token_is_refreshed_once_and_the_rotated_one_is_stored() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let env = [
+        ("BROWSER", browser.as_str()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    relay.initialize().await;
+    world.revoke_all_access();
+    let listed = relay.call(json!(1), "tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    let grants = world.token_forms.lock().unwrap().clone();
+    assert_eq!(grants.len(), 2, "one code exchange, one refresh");
+    assert_eq!(grants[1]["grant_type"], "refresh_token");
+    assert_eq!(
+        grants[1]["resource"], upstream.url,
+        "refresh carries resource"
+    );
+    assert_eq!(
+        world.registrations.lock().unwrap().len(),
+        1,
+        "no second login"
+    );
+    let stored = std::fs::read_to_string(state.join("mcp-stdio").join("tokens.json")).unwrap();
+    assert!(
+        stored.contains("rt-secret-2") && !stored.contains("rt-secret-1"),
+        "rotated"
+    );
+}
+
+#[tokio::test]
+async fn without_oauth_a_dead_login_tells_the_host_to_run_login() {
+    let (upstream, _world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &[],
+        &[("XDG_STATE_HOME", state.to_str().unwrap())],
+    )
+    .await;
+    let answer = relay
+        .call(json!(0), "initialize", host_initialize_params())
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("mcp-stdio login"), "{message}");
+    assert_eq!(answer["error"]["data"]["httpStatus"], 401);
+}
+
+// Multi-threaded: the commands run as blocking child processes while the fake servers
+// keep answering on the other worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_then_status_token_and_logout_from_a_terminal() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(binary())
+            .args(args)
+            .env("BROWSER", &browser)
+            .env("XDG_STATE_HOME", &state)
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let url = upstream.url.clone();
+    let (code, stdout, stderr) = run(&["login", &url, "--log-level", "trace"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("logged in to"), "{stderr}");
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+
+    let (code, stdout, _) = run(&["status", "--json"]);
+    assert_eq!(code, 0);
+    let status: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status[0]["issuer"], world.base());
+    assert_eq!(status[0]["refresh_token"], true);
+    assert_eq!(secrets_in(&stdout), Vec::<&str>::new(), "{stdout}");
+
+    // The relay, without --oauth, uses the stored login.
+    let mut relay =
+        Relay::start_with_env(&url, &[], &[("XDG_STATE_HOME", state.to_str().unwrap())]).await;
+    assert!(relay.initialize().await.get("result").is_some());
+    drop(relay);
+
+    let (code, stdout, stderr) = run(&["token", &url]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.trim().starts_with("at-secret-"), "{stdout}");
+    assert!(stderr.contains("keep it out of logs"));
+
+    let (code, _, stderr) = run(&["logout", &url]);
+    assert_eq!(code, 0);
+    assert!(stderr.contains("removed 1"), "{stderr}");
+    let (_, stdout, _) = run(&["status"]);
+    assert!(stdout.contains("no stored logins"), "{stdout}");
+}
