@@ -360,3 +360,49 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
     let (_, stdout, _) = run(&["status"]);
     assert!(stdout.contains("no stored logins"), "{stdout}");
 }
+
+#[tokio::test]
+async fn two_relays_starting_together_share_one_login_and_one_refresh() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let env = [
+        ("BROWSER", browser.as_str()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut first = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let mut second = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let (a, b) = tokio::join!(first.initialize(), second.initialize());
+    assert!(
+        a.get("result").is_some() && b.get("result").is_some(),
+        "{a} {b}"
+    );
+    assert_eq!(
+        world.authorize_queries.lock().unwrap().len(),
+        1,
+        "one browser login"
+    );
+    assert_eq!(world.registrations.lock().unwrap().len(), 1);
+
+    world.revoke_all_access();
+    let (a, b) = tokio::join!(
+        first.call(json!(1), "tools/list", json!({})),
+        second.call(json!(1), "tools/list", json!({}))
+    );
+    assert!(
+        a.get("result").is_some() && b.get("result").is_some(),
+        "{a} {b}"
+    );
+    let refreshes = world
+        .token_forms
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|f| f["grant_type"] == "refresh_token")
+        .count();
+    assert_eq!(
+        refreshes, 1,
+        "the second relay adopted the first one's refresh"
+    );
+}

@@ -114,6 +114,7 @@ pub fn login(args: LoginArgs) -> i32 {
     };
     run_async(async move {
         let challenge = auth.probe().await;
+        let _exclusive = auth.exclusive().await;
         match auth.login(challenge.as_ref()).await {
             Ok(grant) => {
                 notice(&format!(

@@ -15,6 +15,7 @@ use super::pkce::{Pkce, random_token};
 use super::registration::{choose_auth_method, register, still_valid};
 use super::secret::Secret;
 use super::store::file::FileStore;
+use super::store::lock::ServerLock;
 use super::store::{Grant, Registration, grant_key};
 use super::token::{
     Issued, TokenFailure, code_exchange_form, grant_from, read_answer, refresh_form, unix_now,
@@ -64,6 +65,26 @@ impl ServerAuth {
 
     pub fn key(&self) -> String {
         grant_key(&self.server, self.resource().as_deref())
+    }
+
+    /// Serializes refreshes and logins for this server across processes. Waits as long as
+    /// another process's login may take; after that, goes ahead without the lock.
+    pub async fn exclusive(&self) -> Option<ServerLock> {
+        let dir = self.store.path().parent()?;
+        let patience = self.settings.timeout + Duration::from_secs(30);
+        match ServerLock::acquire(dir, &self.key(), patience).await {
+            Ok(Some(lock)) => Some(lock),
+            Ok(None) => {
+                tracing::warn!(
+                    "another process held this server's login lock too long; going ahead"
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!("{e}; going ahead without the cross-process lock");
+                None
+            }
+        }
     }
 
     /// The stored grant for this server, if any.

@@ -38,7 +38,17 @@ impl TokenProvider {
         let grant = current.as_ref()?;
         let leeway = self.session.settings.refresh_leeway.as_secs();
         if needs_refresh(grant, unix_now(), leeway) && grant.refresh_token.is_some() {
-            match self.session.refresh(grant).await {
+            let _exclusive = self.session.exclusive().await;
+            // Another process may have refreshed while we waited: its grant is on disk.
+            if let Ok(Some(stored)) = self.session.stored()
+                && stored.access_token != grant.access_token
+                && !needs_refresh(&stored, unix_now(), leeway)
+            {
+                *current = Some(stored);
+                return current.as_ref().map(header_value);
+            }
+            let grant = current.clone()?;
+            match self.session.refresh(&grant).await {
                 Ok(fresh) => *current = Some(fresh),
                 Err(TokenFailure::Passing(e)) => {
                     tracing::warn!("could not refresh the access token ahead of expiry: {e}");
@@ -67,6 +77,8 @@ impl TokenProvider {
                 return Ok(now);
             }
         }
+        // From here on one process at a time: another relay may be refreshing or logging in.
+        let _exclusive = self.session.exclusive().await;
         // The disk may hold a newer grant (a `login` in another terminal, another relay).
         if let Ok(Some(stored)) = self.session.stored()
             && Some(header_value(&stored)) != sent.cloned()

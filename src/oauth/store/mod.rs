@@ -3,6 +3,7 @@
 //! (2026-07-28: credentials are bound to the issuer that issued them).
 
 pub mod file;
+pub mod lock;
 
 use std::collections::BTreeMap;
 
