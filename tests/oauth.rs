@@ -406,3 +406,49 @@ async fn two_relays_starting_together_share_one_login_and_one_refresh() {
         "the second relay adopted the first one's refresh"
     );
 }
+
+#[tokio::test]
+async fn logins_of_the_python_tool_are_taken_over_on_first_use() {
+    let (upstream, world) = world(3600).await;
+    world.access.lock().unwrap().insert("py-at-secret".into());
+    let home = tempfile::tempdir().unwrap();
+    let python = home.path().join(".config").join("mcp-stdio");
+    std::fs::create_dir_all(&python).unwrap();
+    std::fs::write(
+        python.join("tokens.json"),
+        json!({ upstream.url.clone(): {
+            "access_token": "py-at-secret", "token_type": "Bearer", "expires_at": null,
+            "refresh_token": "py-rt-secret", "scope": "mcp:tools", "client_id": "client-1",
+            "token_endpoint": format!("{}/token", world.base()), "issuer": world.base(),
+            "token_endpoint_auth_method": "none", "no_resource_indicator": false,
+            "oauth_resource": null
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let state = home.path().join("state");
+    let env = [
+        ("HOME", home.path().to_str().unwrap()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut relay = Relay::start_with_env(&upstream.url, &[], &env).await;
+    let answer = relay.initialize().await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        world.authorize_queries.lock().unwrap().is_empty(),
+        "no new login"
+    );
+    let ours = std::fs::read_to_string(state.join("mcp-stdio").join("tokens.json")).unwrap();
+    assert!(
+        ours.contains("py-rt-secret"),
+        "saved as ours, so the import happens once"
+    );
+    relay.close_stdin();
+    relay.wait_exit().await;
+    assert!(
+        relay
+            .stderr()
+            .contains("took over the logins of the Python mcp-stdio")
+    );
+    assert_eq!(secrets_in(&relay.stderr()), Vec::<&str>::new());
+}

@@ -270,6 +270,7 @@ fn relay_config(
             settings,
             interactive: args.oauth,
             token_file,
+            python_tokens: crate::oauth::store::file::FileStore::python_path(&env),
         }),
         Err(e) if args.oauth => return Err(format!("--oauth: {e}")),
         Err(_) => None,

@@ -100,7 +100,8 @@ fn server_auth(
 }
 
 fn store() -> Result<FileStore, String> {
-    Ok(FileStore::new(token_file(|name| std::env::var(name).ok())?))
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(FileStore::new(token_file(env)?).importing(FileStore::python_path(env)))
 }
 
 pub fn login(args: LoginArgs) -> i32 {

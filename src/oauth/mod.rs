@@ -31,4 +31,6 @@ pub struct RelayOAuth {
     /// `--oauth`: a browser login may start when no usable grant exists.
     pub interactive: bool,
     pub token_file: std::path::PathBuf,
+    /// The Python mcp-stdio's token file, imported on first use.
+    pub python_tokens: Option<std::path::PathBuf>,
 }

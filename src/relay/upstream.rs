@@ -83,7 +83,8 @@ impl Upstream {
             TokenProvider::new(
                 ServerAuth {
                     http: OAuthHttp::new(config.client.clone(), config.max_message_size),
-                    store: FileStore::new(oauth.token_file.clone()),
+                    store: FileStore::new(oauth.token_file.clone())
+                        .importing(oauth.python_tokens.clone()),
                     server: config.url.clone(),
                     settings: oauth.settings.clone(),
                 },

@@ -14,11 +14,34 @@ use super::Document;
 
 pub struct FileStore {
     path: PathBuf,
+    /// The Python mcp-stdio's token file, imported when ours does not exist yet.
+    import_from: Option<PathBuf>,
 }
 
 impl FileStore {
     pub fn new(path: PathBuf) -> Self {
-        FileStore { path }
+        FileStore {
+            path,
+            import_from: None,
+        }
+    }
+
+    /// On first use (no token file yet), take over the Python tool's logins from `python`.
+    pub fn importing(mut self, python: Option<PathBuf>) -> Self {
+        self.import_from = python;
+        self
+    }
+
+    /// Where the Python mcp-stdio keeps its tokens: `~/.config/mcp-stdio/tokens.json`
+    /// (its path ignores XDG_CONFIG_HOME).
+    pub fn python_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let home = env("HOME").filter(|h| !h.is_empty())?;
+        Some(
+            PathBuf::from(home)
+                .join(".config")
+                .join("mcp-stdio")
+                .join("tokens.json"),
+        )
     }
 
     /// The default location, from `XDG_STATE_HOME` or `HOME` as `env` reports them.
@@ -44,7 +67,7 @@ impl FileStore {
         let shown = self.path.display();
         let mut file = match open_no_follow(&self.path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Document::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.first_use()),
             Err(e) if is_symlink_refusal(&e) => {
                 return Err(format!(
                     "the token file {shown} is a symbolic link, which is refused; replace it with a regular file or remove it"
@@ -72,6 +95,31 @@ impl FileStore {
         serde_json::from_str(&text).map_err(|e| {
             format!("the token file {shown} is damaged ({e}); remove it and log in again")
         })
+    }
+
+    /// An empty store, or the Python tool's logins, saved as ours so this happens once.
+    fn first_use(&self) -> Document {
+        let Some(python) = &self.import_from else {
+            return Document::default();
+        };
+        match super::python::import(python) {
+            Ok(Some(document)) if !document.grants.is_empty() => {
+                if let Err(e) = self.save(&document) {
+                    tracing::warn!("{e}");
+                }
+                tracing::info!(
+                    logins = document.grants.len(),
+                    from = %python.display(),
+                    "took over the logins of the Python mcp-stdio"
+                );
+                document
+            }
+            Ok(_) => Document::default(),
+            Err(e) => {
+                tracing::warn!("{e}; its logins were not taken over");
+                Document::default()
+            }
+        }
     }
 
     /// Replaces the store with `document`, atomically.

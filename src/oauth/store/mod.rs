@@ -4,6 +4,7 @@
 
 pub mod file;
 pub mod lock;
+pub mod python;
 
 use std::collections::BTreeMap;
 
