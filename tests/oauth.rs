@@ -30,6 +30,9 @@ struct World {
     authorize_queries: Mutex<Vec<HashMap<String, String>>>,
     /// Access tokens live this long (seconds).
     expires_in: Mutex<u64>,
+    /// Device-code polls seen so far.
+    device_polls: Mutex<u32>,
+    device_requests: Mutex<Vec<HashMap<String, String>>>,
 }
 
 impl World {
@@ -83,6 +86,7 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                    "registration_endpoint": format!("{base}/register"),
                    "code_challenge_methods_supported": ["S256"],
                    "token_endpoint_auth_methods_supported": ["none"],
+                   "device_authorization_endpoint": format!("{base}/device"),
                    "authorization_response_iss_parameter_supported": true}),
         ),
         (Method::POST, "/register") => {
@@ -92,6 +96,14 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                 201,
                 json!({"client_id": "client-1", "redirect_uris": body["redirect_uris"],
                        "token_endpoint_auth_method": "none"}),
+            )
+        }
+        (Method::POST, "/device") => {
+            world.device_requests.lock().unwrap().push(form(&seen.body));
+            json_with(
+                200,
+                json!({"device_code": "device-code-secret", "user_code": "WDJB-MJHT",
+                       "verification_uri": format!("{base}/activate"), "expires_in": 60, "interval": 1}),
             )
         }
         (Method::GET, "/authorize") => {
@@ -133,6 +145,17 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                     if computed != issued.code_challenge || issued.redirect_uri != f["redirect_uri"]
                     {
                         return json_with(400, json!({"error": "invalid_grant"}));
+                    }
+                    json_with(200, world.issue())
+                }
+                Some("urn:ietf:params:oauth:grant-type:device_code") => {
+                    let mut polls = world.device_polls.lock().unwrap();
+                    *polls += 1;
+                    if f["device_code"] != "device-code-secret" {
+                        return json_with(400, json!({"error": "invalid_grant"}));
+                    }
+                    if *polls < 2 {
+                        return json_with(400, json!({"error": "authorization_pending"}));
                     }
                     json_with(200, world.issue())
                 }
@@ -451,4 +474,44 @@ async fn logins_of_the_python_tool_are_taken_over_on_first_use() {
             .contains("took over the logins of the Python mcp-stdio")
     );
     assert_eq!(secrets_in(&relay.stderr()), Vec::<&str>::new());
+}
+
+#[tokio::test]
+async fn the_device_flow_shows_a_code_and_polls_until_approved() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &["--oauth-device", "--log-level", "trace"],
+        &[("XDG_STATE_HOME", state.to_str().unwrap())],
+    )
+    .await;
+    let answer = relay.initialize().await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(
+        *world.device_polls.lock().unwrap(),
+        2,
+        "pending once, then approved"
+    );
+    let request = world.device_requests.lock().unwrap()[0].clone();
+    assert_eq!(request["resource"], upstream.url);
+    let registration = world.registrations.lock().unwrap()[0].clone();
+    assert_eq!(
+        registration["grant_types"][0],
+        "urn:ietf:params:oauth:grant-type:device_code"
+    );
+    assert!(
+        world.authorize_queries.lock().unwrap().is_empty(),
+        "no browser flow"
+    );
+    relay.close_stdin();
+    relay.wait_exit().await;
+    let stderr = relay.stderr();
+    assert!(
+        stderr.contains("WDJB-MJHT") && stderr.contains("/activate"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("device-code-secret"), "{stderr}");
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
 }

@@ -260,19 +260,20 @@ fn relay_config(
         extra_roots,
     };
     let static_authorization = headers.contains_key(AUTHORIZATION);
-    if args.oauth && static_authorization {
-        return Err("--oauth cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
+    let interactive = args.oauth || args.oauth_args.oauth_device;
+    if interactive && static_authorization {
+        return Err("--oauth / --oauth-device cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
     }
     let settings = args.oauth_args.settings()?;
     let oauth = match oauth::token_file(&env) {
         _ if static_authorization => None,
         Ok(token_file) => Some(crate::oauth::RelayOAuth {
             settings,
-            interactive: args.oauth,
+            interactive,
             token_file,
             python_tokens: crate::oauth::store::file::FileStore::python_path(&env),
         }),
-        Err(e) if args.oauth => return Err(format!("--oauth: {e}")),
+        Err(e) if interactive => return Err(format!("--oauth: {e}")),
         Err(_) => None,
     };
     Ok(RelayConfig {

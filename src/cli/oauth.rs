@@ -55,6 +55,11 @@ pub struct OAuthArgs {
     #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds, allow_hyphen_values = true)]
     pub oauth_timeout: Duration,
 
+    /// Log in with the device flow (RFC 8628): a code and a URL to open on any other
+    /// device. For machines without a browser. Implies --oauth.
+    #[arg(long, conflicts_with = "callback_port")]
+    pub oauth_device: bool,
+
     /// Print the login URL instead of opening a browser.
     #[arg(long)]
     pub no_browser: bool,
@@ -106,6 +111,7 @@ impl OAuthArgs {
             timeout: self.oauth_timeout,
             open_browser: !self.no_browser,
             callback_port: self.callback_port,
+            device: self.oauth_device,
         })
     }
 }

@@ -44,6 +44,8 @@ pub struct Settings {
     pub timeout: Duration,
     pub open_browser: bool,
     pub callback_port: Option<u16>,
+    /// `--oauth-device`: the device flow instead of the browser flow.
+    pub device: bool,
 }
 
 /// One server's OAuth state: where its grant is stored and how to get a new one.
@@ -104,6 +106,9 @@ impl ServerAuth {
 
     /// Runs the browser login and stores the grant.
     pub async fn login(&self, challenge: Option<&Challenge>) -> Result<Grant, String> {
+        if self.settings.device {
+            return self.login_device(challenge).await;
+        }
         let found = discover(&self.http, &self.server, challenge).await?;
         let scope = self.scope(&found, challenge);
         let preferred_port = self.settings.callback_port;
@@ -150,7 +155,7 @@ impl ServerAuth {
                 let registration = register(
                     &self.http,
                     endpoint,
-                    &callback.redirect_uri,
+                    Some(&callback.redirect_uri),
                     &method,
                     scope.as_deref(),
                 )
@@ -293,7 +298,11 @@ impl ServerAuth {
         }
     }
 
-    fn scope(&self, found: &Discovered, challenge: Option<&Challenge>) -> Option<String> {
+    pub(super) fn scope(
+        &self,
+        found: &Discovered,
+        challenge: Option<&Challenge>,
+    ) -> Option<String> {
         self.settings
             .scope
             .clone()
@@ -308,12 +317,31 @@ impl ServerAuth {
             .filter(|s| !s.trim().is_empty())
     }
 
-    async fn token_request(
+    pub(super) async fn token_request(
+        &self,
+        endpoint: &Url,
+        form: Vec<(&'static str, &str)>,
+        client: &Registration,
+    ) -> Result<super::token::TokenAnswer, TokenFailure> {
+        let fetched = self
+            .authenticated_post(endpoint, form, client)
+            .await
+            .map_err(TokenFailure::Passing)?;
+        let content_type = fetched
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        read_answer(fetched.status, content_type, &fetched.body)
+    }
+
+    /// POSTs a form to an endpoint of the authorization server with the client's
+    /// credentials in the way the client is registered for.
+    pub(super) async fn authenticated_post(
         &self,
         endpoint: &Url,
         mut form: Vec<(&'static str, &str)>,
         client: &Registration,
-    ) -> Result<super::token::TokenAnswer, TokenFailure> {
+    ) -> Result<Fetched, String> {
         let secret = client.client_secret.as_ref().map(Secret::expose);
         let basic = match (client.token_endpoint_auth_method.as_str(), secret) {
             ("client_secret_basic", Some(secret)) => {
@@ -329,16 +357,14 @@ impl ServerAuth {
             }
             _ => None,
         };
-        let fetched = self
-            .http
-            .post_form(endpoint, &form, basic)
-            .await
-            .map_err(TokenFailure::Passing)?;
-        let content_type = fetched
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        read_answer(fetched.status, content_type, &fetched.body)
+        self.http.post_form(endpoint, &form, basic).await
+    }
+
+    /// Saves `grant` as this server's.
+    pub(super) fn store_grant(&self, grant: &Grant) -> Result<(), String> {
+        let mut document = self.store.load()?;
+        document.grants.insert(self.key(), grant.clone());
+        self.store.save(&document)
     }
 }
 

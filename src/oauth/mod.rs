@@ -12,6 +12,8 @@
 pub mod authorize;
 pub mod callback;
 pub mod challenge;
+pub mod device;
+mod device_flow;
 pub mod discovery;
 pub mod flow;
 pub mod http;

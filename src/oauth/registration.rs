@@ -47,22 +47,29 @@ struct Refused {
     error: Option<String>,
 }
 
-/// Registers the relay at `endpoint`. The method the server assigns wins over the one asked.
+/// Registers the relay at `endpoint`: for the browser flow with `redirect_uri`, for the
+/// device flow (RFC 8628) without one. The method the server assigns wins over the one asked.
 pub async fn register(
     http: &OAuthHttp,
     endpoint: &Url,
-    redirect_uri: &str,
+    redirect_uri: Option<&str>,
     auth_method: &str,
     scope: Option<&str>,
 ) -> Result<Registration, String> {
-    let mut body = json!({
-        "client_name": "mcp-stdio",
-        "application_type": "native",
-        "redirect_uris": [redirect_uri],
-        "grant_types": ["authorization_code", "refresh_token"],
-        "response_types": ["code"],
-        "token_endpoint_auth_method": auth_method,
-    });
+    let mut body = match redirect_uri {
+        Some(redirect_uri) => json!({
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+        }),
+        None => json!({
+            "grant_types": [super::device::GRANT_TYPE, "refresh_token"],
+            "response_types": [],
+        }),
+    };
+    body["client_name"] = json!("mcp-stdio");
+    body["application_type"] = json!("native");
+    body["token_endpoint_auth_method"] = json!(auth_method);
     if let Some(scope) = scope.filter(|s| !s.is_empty()) {
         body["scope"] = json!(scope);
     }
@@ -85,7 +92,7 @@ pub async fn register(
         token_endpoint_auth_method: registered
             .token_endpoint_auth_method
             .unwrap_or_else(|| auth_method.to_owned()),
-        redirect_uri: Some(redirect_uri.to_owned()),
+        redirect_uri: redirect_uri.map(str::to_owned),
     })
 }
 

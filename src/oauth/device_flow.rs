@@ -1,0 +1,138 @@
+//! The device login (`--oauth-device`) for one server: the code on stderr, then polling.
+
+use tokio::time::Instant;
+
+use super::challenge::Challenge;
+use super::device::{self, DeviceAnswer, Poll, next_interval, poll_error, poll_form, request_form};
+use super::discovery::discover;
+use super::flow::ServerAuth;
+use super::registration::{choose_auth_method, register, still_valid};
+use super::store::{Grant, Registration};
+use super::token::{Issued, TokenFailure, grant_from, read_answer, unix_now};
+use crate::logging::notice;
+
+impl ServerAuth {
+    /// Runs the device flow and stores the grant.
+    pub(super) async fn login_device(
+        &self,
+        challenge: Option<&Challenge>,
+    ) -> Result<Grant, String> {
+        let found = discover(&self.http, &self.server, challenge).await?;
+        let endpoint = device::endpoint(found.server.device_authorization_endpoint.as_ref())?;
+        let scope = self.scope(&found, challenge);
+        let client = match &self.settings.client_id {
+            Some(client_id) => Registration {
+                client_id: client_id.clone(),
+                client_secret: self.settings.client_secret.clone(),
+                client_secret_expires_at: None,
+                token_endpoint_auth_method: choose_auth_method(
+                    &found.server.token_endpoint_auth_methods,
+                    self.settings.client_secret.is_some(),
+                ),
+                redirect_uri: None,
+            },
+            None => {
+                let mut document = self.store.load()?;
+                match document
+                    .registrations
+                    .get(&found.server.issuer)
+                    .filter(|r| still_valid(r, unix_now()))
+                {
+                    Some(cached) => cached.clone(),
+                    None => {
+                        let registration_endpoint = found.server.registration_endpoint.as_ref().ok_or(
+                            "the authorization server offers no dynamic client registration; register a client there and pass --client-id",
+                        )?;
+                        let method =
+                            choose_auth_method(&found.server.token_endpoint_auth_methods, false);
+                        let registration = register(
+                            &self.http,
+                            registration_endpoint,
+                            None,
+                            &method,
+                            scope.as_deref(),
+                        )
+                        .await?;
+                        document
+                            .registrations
+                            .insert(found.server.issuer.clone(), registration.clone());
+                        self.store.save(&document)?;
+                        registration
+                    }
+                }
+            }
+        };
+        let resource = self.resource();
+        let fetched = self
+            .authenticated_post(
+                endpoint,
+                request_form(&client.client_id, scope.as_deref(), resource.as_deref()),
+                &client,
+            )
+            .await?;
+        if !fetched.status.is_success() {
+            return Err(format!(
+                "the device authorization endpoint refused the request (HTTP {})",
+                fetched.status
+            ));
+        }
+        let answer = DeviceAnswer::parse(&fetched.body)?;
+        notice(&answer.instructions());
+        let deadline = Instant::now() + answer.deadline(self.settings.timeout);
+        let mut interval = answer.interval();
+        loop {
+            tokio::time::sleep(interval).await;
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the device login was not approved within {} s (--oauth-timeout, or the code's lifetime)",
+                    answer.deadline(self.settings.timeout).as_secs()
+                ));
+            }
+            let form = poll_form(&answer.device_code, &client.client_id, resource.as_deref());
+            let fetched = match self
+                .authenticated_post(&found.server.token_endpoint, form, &client)
+                .await
+            {
+                Ok(fetched) => fetched,
+                Err(e) => {
+                    tracing::debug!("polling the token endpoint failed ({e}); trying again");
+                    continue;
+                }
+            };
+            if fetched.status.is_success() {
+                let content_type = fetched
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok());
+                let token = read_answer(fetched.status, content_type, &fetched.body).map_err(
+                    |f| match f {
+                        TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
+                    },
+                )?;
+                let grant = grant_from(
+                    token,
+                    &Issued {
+                        issuer: &found.server.issuer,
+                        token_endpoint: found.server.token_endpoint.as_str(),
+                        client_id: &client.client_id,
+                        resource: resource.as_deref(),
+                        requested_scope: scope.as_deref(),
+                    },
+                    None,
+                    unix_now(),
+                );
+                self.store_grant(&grant)?;
+                tracing::info!(issuer = %found.server.issuer, "logged in with a device code");
+                return Ok(grant);
+            }
+            let error = serde_json::from_slice::<serde_json::Value>(&fetched.body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned));
+            let poll = poll_error(error.as_deref());
+            if let Poll::Failed(message) = poll {
+                return Err(message);
+            }
+            interval = next_interval(interval, &poll);
+        }
+    }
+}
