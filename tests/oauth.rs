@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 struct Issued {
     code_challenge: String,
     redirect_uri: String,
+    scope: String,
 }
 
 #[derive(Default)]
@@ -24,6 +25,8 @@ struct World {
     codes: Mutex<HashMap<String, Issued>>,
     access: Mutex<HashSet<String>>,
     refresh: Mutex<HashSet<String>>,
+    /// The scope each access and refresh token was issued with.
+    scope_of: Mutex<HashMap<String, String>>,
     issued: Mutex<u32>,
     registrations: Mutex<Vec<Value>>,
     token_forms: Mutex<Vec<HashMap<String, String>>>,
@@ -40,14 +43,26 @@ impl World {
         self.base.get().unwrap()
     }
 
-    fn issue(&self) -> Value {
+    fn issue(&self, scope: &str) -> Value {
         let mut n = self.issued.lock().unwrap();
         *n += 1;
         let (access, refresh) = (format!("at-secret-{n}"), format!("rt-secret-{n}"));
         self.access.lock().unwrap().insert(access.clone());
         self.refresh.lock().unwrap().insert(refresh.clone());
+        let mut scopes = self.scope_of.lock().unwrap();
+        scopes.insert(access.clone(), scope.to_owned());
+        scopes.insert(refresh.clone(), scope.to_owned());
         json!({"access_token": access, "token_type": "Bearer", "refresh_token": refresh,
-               "expires_in": *self.expires_in.lock().unwrap(), "scope": "mcp:tools"})
+               "expires_in": *self.expires_in.lock().unwrap(), "scope": scope})
+    }
+
+    fn scope_of(&self, token: &str) -> String {
+        self.scope_of
+            .lock()
+            .unwrap()
+            .get(token)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn revoke_all_access(&self) {
@@ -115,6 +130,7 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                 Issued {
                     code_challenge: query["code_challenge"].clone(),
                     redirect_uri: query["redirect_uri"].clone(),
+                    scope: query.get("scope").cloned().unwrap_or_default(),
                 },
             );
             let location = format!(
@@ -146,7 +162,7 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                     {
                         return json_with(400, json!({"error": "invalid_grant"}));
                     }
-                    json_with(200, world.issue())
+                    json_with(200, world.issue(&issued.scope))
                 }
                 Some("urn:ietf:params:oauth:grant-type:device_code") => {
                     let mut polls = world.device_polls.lock().unwrap();
@@ -157,13 +173,13 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                     if *polls < 2 {
                         return json_with(400, json!({"error": "authorization_pending"}));
                     }
-                    json_with(200, world.issue())
+                    json_with(200, world.issue("mcp:tools"))
                 }
                 Some("refresh_token") => {
                     if !world.refresh.lock().unwrap().remove(&f["refresh_token"]) {
                         return json_with(400, json!({"error": "invalid_grant"}));
                     }
-                    json_with(200, world.issue())
+                    json_with(200, world.issue(&world.scope_of(&f["refresh_token"])))
                 }
                 _ => json_with(400, json!({"error": "unsupported_grant_type"})),
             }
@@ -172,6 +188,23 @@ fn handle(world: &World, seen: &Seen) -> Reply {
             let token = seen
                 .header("authorization")
                 .and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned));
+            let wants_write = seen.body.contains(r#""name":"write""#);
+            if let Some(token) = token.as_deref()
+                && world.access.lock().unwrap().contains(token)
+                && wants_write
+                && !world.scope_of(token).split(' ').any(|s| s == "mcp:write")
+            {
+                return Reply::Json {
+                    status: 403,
+                    body: json!({"error": "insufficient_scope"}).to_string(),
+                    headers: vec![(
+                        "www-authenticate",
+                        format!(
+                            r#"Bearer error="insufficient_scope", scope="mcp:write", resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+                        ),
+                    )],
+                };
+            }
             if !token.is_some_and(|t| world.access.lock().unwrap().contains(&t)) {
                 return Reply::Json {
                     status: 401,
@@ -514,4 +547,69 @@ async fn the_device_flow_shows_a_code_and_polls_until_approved() {
     );
     assert!(!stderr.contains("device-code-secret"), "{stderr}");
     assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+}
+
+#[tokio::test]
+async fn insufficient_scope_steps_up_to_the_union_once() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let env = [
+        ("BROWSER", browser.as_str()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    relay.initialize().await;
+    let answer = relay
+        .call(json!(1), "tools/call", json!({"name": "write"}))
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let queries = world.authorize_queries.lock().unwrap().clone();
+    assert_eq!(queries.len(), 2, "the first login, then one step-up");
+    assert_eq!(
+        queries[1]["scope"], "mcp:tools mcp:write",
+        "the union of held and asked"
+    );
+}
+
+#[tokio::test]
+async fn without_oauth_insufficient_scope_says_which_scopes_to_log_in_with() {
+    let (upstream, world) = world(3600).await;
+    world.access.lock().unwrap().insert("py-at-secret".into());
+    world
+        .scope_of
+        .lock()
+        .unwrap()
+        .insert("py-at-secret".into(), "mcp:tools".into());
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state").join("mcp-stdio");
+    std::fs::create_dir_all(&state).unwrap();
+    let key = upstream.url.clone();
+    let document = json!({"version": 1, "registrations": {}, "grants": {key: {
+        "access_token": "py-at-secret", "token_type": "Bearer", "expires_at": null,
+        "refresh_token": null, "scope": "mcp:tools", "issuer": world.base(),
+        "token_endpoint": format!("{}/token", world.base()), "client_id": "client-1",
+        "resource": upstream.url}}});
+    let file = state.join("tokens.json");
+    std::fs::write(&file, document.to_string()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let xdg = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &[],
+        &[("XDG_STATE_HOME", xdg.to_str().unwrap())],
+    )
+    .await;
+    assert!(relay.initialize().await.get("result").is_some());
+    let answer = relay
+        .call(json!(1), "tools/call", json!({"name": "write"}))
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--oauth-scope 'mcp:tools mcp:write'"),
+        "{message}"
+    );
+    assert_eq!(answer["error"]["data"]["httpStatus"], 403);
 }

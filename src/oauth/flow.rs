@@ -303,9 +303,12 @@ impl ServerAuth {
         found: &Discovered,
         challenge: Option<&Challenge>,
     ) -> Option<String> {
-        self.settings
-            .scope
-            .clone()
+        // A step-up names exactly what it needs (the union, built by the provider).
+        let step_up = challenge
+            .filter(|c| c.error.as_deref() == Some("insufficient_scope"))
+            .and_then(|c| c.scope.clone());
+        step_up
+            .or_else(|| self.settings.scope.clone())
             .or_else(|| challenge.and_then(|c| c.scope.clone()))
             .or_else(|| {
                 found

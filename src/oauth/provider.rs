@@ -12,6 +12,9 @@ use super::token::{TokenFailure, needs_refresh, unix_now};
 
 pub struct TokenProvider {
     session: ServerAuth,
+    /// Scope sets already asked for in a step-up: each is tried once, so a server that
+    /// keeps refusing cannot loop us through logins.
+    stepped_up: std::sync::Mutex<std::collections::HashSet<String>>,
     /// May this process run a browser login (`--oauth`), or only use and refresh a grant
     /// made by `mcp-stdio login`?
     interactive: bool,
@@ -26,6 +29,7 @@ impl TokenProvider {
         });
         TokenProvider {
             session,
+            stepped_up: std::sync::Mutex::new(std::collections::HashSet::new()),
             interactive,
             current: tokio::sync::Mutex::new(stored),
         }
@@ -118,6 +122,70 @@ impl TokenProvider {
         *current = Some(grant);
         Ok(value)
     }
+}
+
+impl TokenProvider {
+    /// Called after `403 insufficient_scope`: logs in again asking for the union of the
+    /// scopes held and the scopes the challenge names (2026-07-28 step-up), once per set.
+    pub async fn after_insufficient_scope(
+        &self,
+        sent: Option<&HeaderValue>,
+        challenge: Challenge,
+    ) -> Result<HeaderValue, String> {
+        let mut current = self.current.lock().await;
+        if let Some(grant) = current.as_ref()
+            && sent != Some(&header_value(grant))
+        {
+            return Ok(header_value(grant)); // someone already stepped up
+        }
+        let held = current
+            .as_ref()
+            .and_then(|g| g.scope.clone())
+            .unwrap_or_default();
+        let wanted = union(&held, &challenge.scopes());
+        if wanted == union(&held, &[]) {
+            return Err(format!(
+                "HTTP 403 from upstream: insufficient scope, but the server names no scope beyond the ones held ({held})"
+            ));
+        }
+        if !self
+            .stepped_up
+            .lock()
+            .expect("step-up lock")
+            .insert(wanted.clone())
+        {
+            return Err(format!(
+                "HTTP 403 from upstream: still insufficient scope after logging in again with '{wanted}'"
+            ));
+        }
+        if !self.interactive {
+            return Err(format!(
+                "HTTP 403 from upstream: this needs the scopes '{wanted}'; run `mcp-stdio login {} --oauth-scope '{wanted}'`, or start the relay with --oauth",
+                self.session.server
+            ));
+        }
+        let _exclusive = self.session.exclusive().await;
+        let step_up = Challenge {
+            scope: Some(wanted),
+            error: Some("insufficient_scope".into()),
+            resource_metadata: challenge.resource_metadata,
+        };
+        let grant = self.session.login(Some(&step_up)).await?;
+        let value = header_value(&grant);
+        *current = Some(grant);
+        Ok(value)
+    }
+}
+
+/// The space-separated union of `held` and `more`, sorted, without repeats.
+fn union(held: &str, more: &[&str]) -> String {
+    let mut all: Vec<&str> = held
+        .split_ascii_whitespace()
+        .chain(more.iter().copied())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.join(" ")
 }
 
 /// `Bearer <token>`, marked sensitive so no HTTP layer logs it.

@@ -191,6 +191,7 @@ impl Upstream {
         let mut attempt = 0;
         let mut authorization = self.current_authorization().await;
         let mut reauthorized = false;
+        let mut stepped_up = false;
         loop {
             let (mut headers, generation, carried_session) =
                 self.headers(ACCEPT_BOTH, !is_initialize);
@@ -231,6 +232,30 @@ impl Upstream {
                         .await
                         .map_err(|e| {
                             Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 401}))
+                        })?;
+                    authorization = Some(fresh);
+                }
+                // Not enough scope: log in again for the union of scopes (step-up), once.
+                Ok(response)
+                    if response.status() == StatusCode::FORBIDDEN
+                        && !stepped_up
+                        && let Some(auth) = &self.auth
+                        && let Some(challenge) = challenge::bearer(
+                            response
+                                .headers()
+                                .get_all(WWW_AUTHENTICATE)
+                                .iter()
+                                .filter_map(|v| v.to_str().ok()),
+                        )
+                        && challenge.error.as_deref() == Some("insufficient_scope") =>
+                {
+                    stepped_up = true;
+                    attempt -= 1;
+                    let fresh = auth
+                        .after_insufficient_scope(authorization.as_ref(), challenge)
+                        .await
+                        .map_err(|e| {
+                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 403}))
                         })?;
                     authorization = Some(fresh);
                 }
