@@ -36,6 +36,9 @@ struct World {
     /// Device-code polls seen so far.
     device_polls: Mutex<u32>,
     device_requests: Mutex<Vec<HashMap<String, String>>>,
+    /// The authorization server lists only the client credentials grant.
+    machines_only: std::sync::atomic::AtomicBool,
+    token_headers: Mutex<Vec<Option<String>>>,
 }
 
 impl World {
@@ -93,6 +96,21 @@ fn handle(world: &World, seen: &Seen) -> Reply {
             json!({"resource": format!("{base}/mcp"), "authorization_servers": [base],
                    "scopes_supported": ["mcp:tools"]}),
         ),
+        (Method::GET, "/.well-known/oauth-authorization-server")
+            if world
+                .machines_only
+                .load(std::sync::atomic::Ordering::SeqCst) =>
+        {
+            json_with(
+                200,
+                json!({"issuer": base,
+                       "authorization_endpoint": format!("{base}/authorize"),
+                       "token_endpoint": format!("{base}/token"),
+                       "code_challenge_methods_supported": ["S256"],
+                       "grant_types_supported": ["client_credentials"],
+                       "token_endpoint_auth_methods_supported": ["client_secret_basic"]}),
+            )
+        }
         (Method::GET, "/.well-known/oauth-authorization-server") => json_with(
             200,
             json!({"issuer": base,
@@ -148,6 +166,11 @@ fn handle(world: &World, seen: &Seen) -> Reply {
         (Method::POST, "/token") => {
             let f = form(&seen.body);
             world.token_forms.lock().unwrap().push(f.clone());
+            world
+                .token_headers
+                .lock()
+                .unwrap()
+                .push(seen.header("authorization"));
             match f.get("grant_type").map(String::as_str) {
                 Some("authorization_code") => {
                     let Some(issued) = world.codes.lock().unwrap().remove(&f["code"]) else {
@@ -175,6 +198,7 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                     }
                     json_with(200, world.issue("mcp:tools"))
                 }
+                Some("client_credentials") => json_with(200, world.issue("mcp:tools")),
                 Some("refresh_token") => {
                     if !world.refresh.lock().unwrap().remove(&f["refresh_token"]) {
                         return json_with(400, json!({"error": "invalid_grant"}));
@@ -612,4 +636,72 @@ async fn without_oauth_insufficient_scope_says_which_scopes_to_log_in_with() {
         "{message}"
     );
     assert_eq!(answer["error"]["data"]["httpStatus"], 403);
+}
+
+#[tokio::test]
+async fn a_machine_client_logs_in_with_client_credentials_and_no_browser() {
+    let (upstream, world) = world(3600).await;
+    world
+        .machines_only
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &["--log-level", "trace"],
+        &[
+            ("XDG_STATE_HOME", state.to_str().unwrap()),
+            ("MCP_OAUTH_CLIENT_ID", "machine-1"),
+            ("MCP_OAUTH_CLIENT_SECRET", "machine-secret"),
+        ],
+    )
+    .await;
+    let answer = relay.initialize().await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let request = world.token_forms.lock().unwrap()[0].clone();
+    assert_eq!(request["grant_type"], "client_credentials");
+    assert_eq!(request["resource"], upstream.url);
+    let basic = world.token_headers.lock().unwrap()[0].clone().unwrap();
+    let expected = base64::engine::general_purpose::STANDARD.encode("machine-1:machine-secret");
+    assert_eq!(basic, format!("Basic {expected}"));
+    assert!(
+        world.authorize_queries.lock().unwrap().is_empty(),
+        "no browser"
+    );
+    relay.close_stdin();
+    relay.wait_exit().await;
+    let stderr = relay.stderr();
+    assert!(
+        !stderr.contains("machine-secret") && !stderr.contains(&expected),
+        "{stderr}"
+    );
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_static_token_means_no_oauth_at_all() {
+    let (upstream, _world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &["--bearer-token", "static-secret"],
+        &[("XDG_STATE_HOME", state.to_str().unwrap())],
+    )
+    .await;
+    let answer = relay
+        .call(json!(0), "initialize", host_initialize_params())
+        .await;
+    // The answer is the proof of life: any discovery would have happened before it.
+    assert_eq!(answer["error"]["data"]["httpStatus"], 401, "{answer}");
+    let discovery: Vec<_> = upstream
+        .seen()
+        .into_iter()
+        .filter(|s| s.uri.path().starts_with("/.well-known"))
+        .collect();
+    assert!(
+        discovery.is_empty(),
+        "no discovery with a static token: {discovery:?}"
+    );
+    assert!(!state.exists(), "no token file either");
 }

@@ -41,9 +41,10 @@ async def list_roots(context) -> types.ListRootsResult:
 
 
 @asynccontextmanager
-async def through_relay(url: str, *extra_args: str, **session_kwargs):
-    """A ClientSession whose server is `mcp-stdio URL`; not yet initialized."""
-    params = StdioServerParameters(command=relay_binary(), args=[url, "--log-level", "warn", *extra_args])
+async def through_relay(url: str, *extra_args: str, env: dict | None = None, **session_kwargs):
+    """A ClientSession whose server is `mcp-stdio URL`; not yet initialized. `env` is added to
+    the SDK's default environment for the relay process."""
+    params = StdioServerParameters(command=relay_binary(), args=[url, "--log-level", "warn", *extra_args], env=env)
     async with stdio_client(params, errlog=sys.stderr) as (read, write):
         session_kwargs.setdefault("sampling_callback", accept_sampling)
         session_kwargs.setdefault("elicitation_callback", accept_with_defaults)

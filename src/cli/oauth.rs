@@ -8,6 +8,7 @@ use url::Url;
 
 use super::{non_negative_seconds, positive_seconds};
 use crate::oauth::flow::{Resource, Settings};
+use crate::oauth::jwt::ClientKey;
 use crate::oauth::secret::Secret;
 use crate::oauth::store::file::FileStore;
 
@@ -24,6 +25,20 @@ pub struct OAuthArgs {
     /// A client registered in advance at the authorization server (skips registration).
     #[arg(long, env = "MCP_OAUTH_CLIENT_ID", value_name = "ID")]
     pub client_id: Option<String>,
+
+    /// A Client ID Metadata Document (an https URL with a path) to use as the client id
+    /// where the authorization server supports it, instead of registering.
+    #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+    pub client_metadata_url: Option<String>,
+
+    /// Log in as the client itself (client credentials grant), with --client-id and
+    /// --client-secret or --client-key; no user, no browser.
+    #[arg(long)]
+    pub client_credentials: bool,
+
+    /// The client's P-256 private key (PKCS#8 PEM) for `private_key_jwt` authentication.
+    #[arg(long, value_name = "FILE")]
+    pub client_key: Option<std::path::PathBuf>,
 
     /// That client's secret (prefer the environment variable: flags show in `ps`).
     #[arg(
@@ -75,6 +90,15 @@ pub struct OAuthArgs {
 
 impl OAuthArgs {
     pub fn settings(&self) -> Result<Settings, String> {
+        if self.client_credentials && self.client_id.is_none() {
+            return Err(
+                "--client-credentials needs --client-id (and --client-secret or --client-key)"
+                    .into(),
+            );
+        }
+        if self.client_key.is_some() && self.client_id.is_none() {
+            return Err("--client-key needs --client-id: the key belongs to a client".into());
+        }
         if self.client_secret.is_some() && self.client_id.is_none() {
             return Err(
                 "--client-secret / MCP_OAUTH_CLIENT_SECRET needs --client-id / MCP_OAUTH_CLIENT_ID: a secret belongs to a client"
@@ -112,8 +136,40 @@ impl OAuthArgs {
             open_browser: !self.no_browser,
             callback_port: self.callback_port,
             device: self.oauth_device,
+            client_metadata_url: self
+                .client_metadata_url
+                .as_deref()
+                .map(client_metadata_url)
+                .transpose()?,
+            client_credentials: self.client_credentials,
+            client_key: self
+                .client_key
+                .as_ref()
+                .map(|path| {
+                    let pem = std::fs::read(path).map_err(|e| {
+                        format!("--client-key: cannot read {}: {e}", path.display())
+                    })?;
+                    ClientKey::from_pem(&pem).map(std::sync::Arc::new)
+                })
+                .transpose()?,
         })
     }
+}
+
+/// A Client ID Metadata Document URL must be https with a path (it names the client).
+fn client_metadata_url(raw: &str) -> Result<String, String> {
+    let url = Url::parse(raw).map_err(|e| {
+        format!("--client-metadata-url '{raw}' is not a URL ({e}); e.g. https://example.com/mcp-stdio.json")
+    })?;
+    if url.scheme() != "https"
+        || url.path().trim_matches('/').is_empty()
+        || url.fragment().is_some()
+    {
+        return Err(format!(
+            "--client-metadata-url '{raw}' must be an https URL with a path and no #fragment, e.g. https://example.com/mcp-stdio.json"
+        ));
+    }
+    Ok(raw.to_owned())
 }
 
 /// The token file's location.

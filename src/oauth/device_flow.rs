@@ -68,6 +68,7 @@ impl ServerAuth {
                 endpoint,
                 request_form(&client.client_id, scope.as_deref(), resource.as_deref()),
                 &client,
+                &found.server.issuer,
             )
             .await?;
         if !fetched.status.is_success() {
@@ -90,7 +91,12 @@ impl ServerAuth {
             }
             let form = poll_form(&answer.device_code, &client.client_id, resource.as_deref());
             let fetched = match self
-                .authenticated_post(&found.server.token_endpoint, form, &client)
+                .authenticated_post(
+                    &found.server.token_endpoint,
+                    form,
+                    &client,
+                    &found.server.issuer,
+                )
                 .await
             {
                 Ok(fetched) => fetched,

@@ -7,7 +7,7 @@ use url::Url;
 
 use super::challenge::Challenge;
 use super::http::OAuthHttp;
-use super::metadata::{self, AuthorizationServer, ProtectedResource};
+use super::metadata::{self, AuthorizationServer, IssuerMatch, ProtectedResource};
 use super::wellknown::{self, checked};
 
 /// What discovery found.
@@ -35,16 +35,16 @@ pub async fn discover(
         return legacy(http, server).await;
     };
     if let Some(named) = &resource.resource
-        && named.trim_end_matches('/') != server.as_str().trim_end_matches('/')
+        && !covers(named, server)
     {
-        tracing::warn!(
-            named = %named,
-            "the protected resource metadata names another resource than the server URL"
-        );
+        return Err(format!(
+            "the protected resource metadata is for {named}, not for {}; no credentials are sent to a server that claims another resource (RFC 9728 §3.3)",
+            server.origin().ascii_serialization()
+        ));
     }
     let mut problems = Vec::new();
     for issuer in &resource.authorization_servers {
-        match authorization_server(http, issuer).await {
+        match authorization_server(http, issuer, IssuerMatch::Exact).await {
             Ok(server) => {
                 return Ok(Discovered {
                     resource: Some(resource),
@@ -86,17 +86,32 @@ async fn first_protected_resource(
     None
 }
 
+/// Whether the resource a server's metadata names is this server: the same origin, and a
+/// path that is the server's path or a parent of it (what the TypeScript SDK accepts).
+fn covers(named: &str, server: &Url) -> bool {
+    let Ok(named) = Url::parse(named) else {
+        return false;
+    };
+    if named.origin() != server.origin() {
+        return false;
+    }
+    let parent = named.path().trim_end_matches('/');
+    let path = server.path().trim_end_matches('/');
+    path == parent || path.starts_with(&format!("{parent}/"))
+}
+
 /// Fetches and checks one authorization server's metadata, trying each well-known form.
 async fn authorization_server(
     http: &OAuthHttp,
     issuer: &str,
+    matching: IssuerMatch,
 ) -> Result<AuthorizationServer, String> {
     let issuer_url = checked(issuer, "the authorization server")?;
     let mut last = format!("{issuer}: no metadata at any well-known location");
     for url in wellknown::authorization_server_candidates(&issuer_url) {
         match http.get_json(&url).await {
             Ok(fetched) if fetched.status.is_success() => {
-                match metadata::authorization_server(&fetched.body, issuer) {
+                match metadata::authorization_server(&fetched.body, issuer, matching) {
                     Ok(server) => return Ok(server),
                     // A document that fails the checks must not be used; another form may
                     // still be valid, but its problem is the one worth reporting.
@@ -115,7 +130,7 @@ async fn authorization_server(
 async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, String> {
     let defaults = wellknown::legacy_endpoints(server);
     let issuer = defaults.issuer.as_str().trim_end_matches('/').to_owned();
-    if let Ok(found) = authorization_server(http, &issuer).await {
+    if let Ok(found) = authorization_server(http, &issuer, IssuerMatch::SameOrigin).await {
         return Ok(Discovered {
             resource: None,
             server: found,
@@ -137,6 +152,7 @@ async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, String> {
             revocation_endpoint: None,
             token_endpoint_auth_methods: vec!["none".into(), "client_secret_post".into()],
             scopes_supported: None,
+            grant_types_supported: None,
             iss_parameter_supported: false,
             client_id_metadata_documents: false,
         },
@@ -293,6 +309,31 @@ mod tests {
         let server = Url::parse(&format!("{base}/mcp")).unwrap();
         let e = discover(&http(), &server, None).await.unwrap_err();
         assert!(e.contains("mix-up"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn metadata_for_another_resource_stops_discovery() {
+        let base = host(|base| {
+            vec![
+                ("/.well-known/oauth-protected-resource/mcp", 200, json!({"resource": "https://elsewhere.example/mcp", "authorization_servers": [base]})),
+                ("/.well-known/oauth-authorization-server", 200, as_doc(base)),
+            ]
+        })
+        .await;
+        let server = Url::parse(&format!("{base}/mcp")).unwrap();
+        let e = discover(&http(), &server, None).await.unwrap_err();
+        assert!(e.contains("RFC 9728"), "{e}");
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_path_and_below() {
+        let server = Url::parse("https://h/api/mcp").unwrap();
+        assert!(covers("https://h/api/mcp/", &server));
+        assert!(covers("https://h/api", &server));
+        assert!(covers("https://h", &server));
+        assert!(!covers("https://h/ap", &server));
+        assert!(!covers("https://h:8443/api/mcp", &server));
+        assert!(!covers("not a url", &server));
     }
 
     #[tokio::test]

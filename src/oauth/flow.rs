@@ -46,6 +46,13 @@ pub struct Settings {
     pub callback_port: Option<u16>,
     /// `--oauth-device`: the device flow instead of the browser flow.
     pub device: bool,
+    /// `--client-metadata-url`: our Client ID Metadata Document, used as the client id
+    /// where the authorization server supports it.
+    pub client_metadata_url: Option<String>,
+    /// `--client-credentials`: log in as the client itself, no user.
+    pub client_credentials: bool,
+    /// `--client-key`: sign client assertions (`private_key_jwt`) with this key.
+    pub client_key: Option<std::sync::Arc<super::jwt::ClientKey>>,
 }
 
 /// One server's OAuth state: where its grant is stored and how to get a new one.
@@ -111,6 +118,11 @@ impl ServerAuth {
         }
         let found = discover(&self.http, &self.server, challenge).await?;
         let scope = self.scope(&found, challenge);
+        if self.uses_client_credentials(&found) {
+            return self
+                .login_client_credentials(&found, scope.as_deref())
+                .await;
+        }
         let preferred_port = self.settings.callback_port;
         let mut document = self.store.load()?;
         let cached = document
@@ -131,7 +143,25 @@ impl ServerAuth {
             (None, Some(port)) => CallbackServer::start(port, true).await?,
             (None, None) => CallbackServer::start(0, true).await?,
         };
+        let cimd = self
+            .settings
+            .client_metadata_url
+            .clone()
+            .filter(|_| found.server.client_id_metadata_documents);
+        if self.settings.client_metadata_url.is_some() && cimd.is_none() {
+            tracing::warn!(
+                "the authorization server does not accept client metadata documents; registering instead"
+            );
+        }
         let client = match (&self.settings.client_id, cached) {
+            // A Client ID Metadata Document: the URL is the client id, nothing to register.
+            (None, _) if cimd.is_some() => Registration {
+                client_id: cimd.unwrap_or_default(),
+                client_secret: None,
+                client_secret_expires_at: None,
+                token_endpoint_auth_method: "none".into(),
+                redirect_uri: None,
+            },
             (Some(client_id), _) => Registration {
                 client_id: client_id.clone(),
                 client_secret: self.settings.client_secret.clone(),
@@ -209,7 +239,12 @@ impl ServerAuth {
             resource.as_deref(),
         );
         let answer = self
-            .token_request(&found.server.token_endpoint, form, &client)
+            .token_request(
+                &found.server.token_endpoint,
+                form,
+                &client,
+                &found.server.issuer,
+            )
             .await
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
@@ -261,7 +296,9 @@ impl ServerAuth {
         })?;
         let resource = grant.resource.clone();
         let form = refresh_form(&refresh_token, &client.client_id, resource.as_deref());
-        let outcome = self.token_request(&endpoint, form, &client).await;
+        let outcome = self
+            .token_request(&endpoint, form, &client, &grant.issuer)
+            .await;
         let mut document = self.store.load().map_err(TokenFailure::Passing)?;
         match outcome {
             Ok(answer) => {
@@ -325,9 +362,10 @@ impl ServerAuth {
         endpoint: &Url,
         form: Vec<(&'static str, &str)>,
         client: &Registration,
+        issuer: &str,
     ) -> Result<super::token::TokenAnswer, TokenFailure> {
         let fetched = self
-            .authenticated_post(endpoint, form, client)
+            .authenticated_post(endpoint, form, client, issuer)
             .await
             .map_err(TokenFailure::Passing)?;
         let content_type = fetched
@@ -337,6 +375,22 @@ impl ServerAuth {
         read_answer(fetched.status, content_type, &fetched.body)
     }
 
+    /// A token request to the discovered server's token endpoint.
+    pub(super) async fn token_request_at(
+        &self,
+        found: &Discovered,
+        form: Vec<(&'static str, &str)>,
+        client: &Registration,
+    ) -> Result<super::token::TokenAnswer, TokenFailure> {
+        self.token_request(
+            &found.server.token_endpoint,
+            form,
+            client,
+            &found.server.issuer,
+        )
+        .await
+    }
+
     /// POSTs a form to an endpoint of the authorization server with the client's
     /// credentials in the way the client is registered for.
     pub(super) async fn authenticated_post(
@@ -344,7 +398,20 @@ impl ServerAuth {
         endpoint: &Url,
         mut form: Vec<(&'static str, &str)>,
         client: &Registration,
+        issuer: &str,
     ) -> Result<Fetched, String> {
+        let assertion;
+        if client.token_endpoint_auth_method == "private_key_jwt"
+            && let Some(key) = &self.settings.client_key
+        {
+            // The audience is the authorization server, named by its issuer (RFC 7523 §3).
+            assertion = key.assertion(&client.client_id, issuer, unix_now())?;
+            form.retain(|(k, _)| *k != "client_id");
+            form.push(("client_id", &client.client_id));
+            form.push(("client_assertion_type", super::jwt::ASSERTION_TYPE));
+            form.push(("client_assertion", assertion.expose()));
+            return self.http.post_form(endpoint, &form, None).await;
+        }
         let secret = client.client_secret.as_ref().map(Secret::expose);
         let basic = match (client.token_endpoint_auth_method.as_str(), secret) {
             ("client_secret_basic", Some(secret)) => {

@@ -29,6 +29,7 @@ struct Published {
     code_challenge_methods_supported: Option<Vec<String>>,
     token_endpoint_auth_methods_supported: Option<Vec<String>>,
     scopes_supported: Option<Vec<String>>,
+    grant_types_supported: Option<Vec<String>>,
     #[serde(default)]
     authorization_response_iss_parameter_supported: bool,
     #[serde(default)]
@@ -48,8 +49,21 @@ pub struct AuthorizationServer {
     /// Token endpoint client authentication methods; RFC 8414's default when absent.
     pub token_endpoint_auth_methods: Vec<String>,
     pub scopes_supported: Option<Vec<String>>,
+    /// The grants the server lists (`None`: it does not say).
+    pub grant_types_supported: Option<Vec<String>>,
     pub iss_parameter_supported: bool,
     pub client_id_metadata_documents: bool,
+}
+
+/// How strictly the document's `issuer` must match the one it was fetched for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IssuerMatch {
+    /// Identical (RFC 8414 §3.3, MCP 2026-07-28): the issuer came from the server's
+    /// protected resource metadata.
+    Exact,
+    /// Any issuer on the same origin: the 2025-03-26 fallback, where we guessed the issuer
+    /// from the server's origin and the document may name a path under it.
+    SameOrigin,
 }
 
 /// Parses and checks the metadata fetched for `expected_issuer`. The error says why the
@@ -57,13 +71,21 @@ pub struct AuthorizationServer {
 pub fn authorization_server(
     body: &[u8],
     expected_issuer: &str,
+    matching: IssuerMatch,
 ) -> Result<AuthorizationServer, String> {
     let doc: Published = serde_json::from_slice(body)
         .map_err(|e| format!("the authorization server metadata is not valid JSON ({e})"))?;
     let issuer = doc
         .issuer
         .ok_or("the authorization server metadata has no issuer")?;
-    if issuer != expected_issuer && issuer != expected_issuer.trim_end_matches('/') {
+    let same_origin = || {
+        let origin = |s: &str| Url::parse(s).ok().map(|u| u.origin());
+        origin(&issuer).is_some() && origin(&issuer) == origin(expected_issuer)
+    };
+    let matches = issuer == expected_issuer
+        || issuer == expected_issuer.trim_end_matches('/')
+        || (matching == IssuerMatch::SameOrigin && same_origin());
+    if !matches {
         return Err(format!(
             "the authorization server metadata names issuer {issuer:?}, not {expected_issuer:?}; it is not used (mix-up protection)"
         ));
@@ -95,6 +117,7 @@ pub fn authorization_server(
             .token_endpoint_auth_methods_supported
             .unwrap_or_else(|| vec!["client_secret_basic".into()]),
         scopes_supported: doc.scopes_supported,
+        grant_types_supported: doc.grant_types_supported,
         iss_parameter_supported: doc.authorization_response_iss_parameter_supported,
         client_id_metadata_documents: doc.client_id_metadata_document_supported,
         issuer,
@@ -128,7 +151,12 @@ mod tests {
 
     #[test]
     fn a_good_document_passes_with_defaults_filled_in() {
-        let server = authorization_server(&doc(json!({})), "https://as.example.com/t1").unwrap();
+        let server = authorization_server(
+            &doc(json!({})),
+            "https://as.example.com/t1",
+            IssuerMatch::Exact,
+        )
+        .unwrap();
         assert_eq!(server.issuer, "https://as.example.com/t1");
         assert_eq!(
             server.token_endpoint.as_str(),
@@ -143,9 +171,28 @@ mod tests {
         let e = authorization_server(
             &doc(json!({"issuer": "https://evil.example.com"})),
             "https://as.example.com/t1",
+            IssuerMatch::SameOrigin,
         )
         .unwrap_err();
         assert!(e.contains("mix-up"), "{e}");
+        let same_origin = doc(json!({"issuer": "https://as.example.com/other"}));
+        assert!(
+            authorization_server(
+                &same_origin,
+                "https://as.example.com/t1",
+                IssuerMatch::Exact
+            )
+            .is_err()
+        );
+        assert!(
+            authorization_server(
+                &same_origin,
+                "https://as.example.com",
+                IssuerMatch::SameOrigin
+            )
+            .is_ok(),
+            "the 2025-03-26 fallback accepts a path on the same origin"
+        );
     }
 
     #[test]
@@ -154,6 +201,7 @@ mod tests {
             let e = authorization_server(
                 &doc(json!({"code_challenge_methods_supported": methods})),
                 "https://as.example.com/t1",
+                IssuerMatch::Exact,
             )
             .unwrap_err();
             assert!(e.contains("S256"), "{e}");
@@ -165,6 +213,7 @@ mod tests {
         let e = authorization_server(
             &doc(json!({"token_endpoint": "http://as.example.com/token"})),
             "https://as.example.com/t1",
+            IssuerMatch::Exact,
         )
         .unwrap_err();
         assert!(e.contains("token_endpoint"), "{e}");

@@ -12,11 +12,13 @@
 pub mod authorize;
 pub mod callback;
 pub mod challenge;
+mod client_credentials;
 pub mod device;
 mod device_flow;
 pub mod discovery;
 pub mod flow;
 pub mod http;
+pub mod jwt;
 pub mod metadata;
 pub mod pkce;
 pub mod provider;

@@ -111,13 +111,17 @@ impl TokenProvider {
                 }
             }
         }
-        if !self.interactive {
+        if !self.interactive && !self.session.unattended() {
             return Err(format!(
                 "HTTP 401 from upstream: the server requires authorization; run `mcp-stdio login {}` in a terminal (OAuth), start the relay with --oauth, or pass --bearer-token (or MCP_BEARER_TOKEN) or -H 'Authorization: ...'",
                 self.session.server
             ));
         }
-        let grant = self.session.login(challenge.as_ref()).await?;
+        let grant = if self.interactive {
+            self.session.login(challenge.as_ref()).await?
+        } else {
+            self.session.login_unattended(challenge.as_ref()).await?
+        };
         let value = header_value(&grant);
         *current = Some(grant);
         Ok(value)
