@@ -39,6 +39,7 @@ struct World {
     /// The authorization server lists only the client credentials grant.
     machines_only: std::sync::atomic::AtomicBool,
     token_headers: Mutex<Vec<Option<String>>>,
+    revocations: Mutex<Vec<HashMap<String, String>>>,
 }
 
 impl World {
@@ -120,6 +121,7 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                    "code_challenge_methods_supported": ["S256"],
                    "token_endpoint_auth_methods_supported": ["none"],
                    "device_authorization_endpoint": format!("{base}/device"),
+                   "revocation_endpoint": format!("{base}/revoke"),
                    "authorization_response_iss_parameter_supported": true}),
         ),
         (Method::POST, "/register") => {
@@ -130,6 +132,10 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                 json!({"client_id": "client-1", "redirect_uris": body["redirect_uris"],
                        "token_endpoint_auth_method": "none"}),
             )
+        }
+        (Method::POST, "/revoke") => {
+            world.revocations.lock().unwrap().push(form(&seen.body));
+            Reply::Status(200)
         }
         (Method::POST, "/device") => {
             world.device_requests.lock().unwrap().push(form(&seen.body));
@@ -436,7 +442,14 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
 
     let (code, _, stderr) = run(&["logout", &url]);
     assert_eq!(code, 0);
-    assert!(stderr.contains("removed 1"), "{stderr}");
+    assert!(
+        stderr.contains("removed 1") && stderr.contains("1 revoked"),
+        "{stderr}"
+    );
+    let revoked = world.revocations.lock().unwrap()[0].clone();
+    assert_eq!(revoked["token_type_hint"], "refresh_token");
+    assert!(revoked["token"].starts_with("rt-secret-"));
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
     let (_, stdout, _) = run(&["status"]);
     assert!(stdout.contains("no stored logins"), "{stdout}");
 }
@@ -704,4 +717,35 @@ async fn a_static_token_means_no_oauth_at_all() {
         "no discovery with a static token: {discovery:?}"
     );
     assert!(!state.exists(), "no token file either");
+}
+
+#[tokio::test]
+async fn a_token_about_to_expire_is_refreshed_before_it_is_used() {
+    // Tokens live 30 s; the default leeway is 60 s, so every use comes "too close".
+    let (upstream, world) = world(30).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let env = [
+        ("BROWSER", browser.as_str()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    relay.initialize().await;
+    relay.call(json!(1), "tools/list", json!({})).await;
+    let forms = world.token_forms.lock().unwrap().clone();
+    assert_eq!(
+        forms.last().unwrap()["grant_type"],
+        "refresh_token",
+        "refreshed ahead"
+    );
+    let lists = upstream.posts_of("tools/list");
+    assert_eq!(
+        lists.len(),
+        1,
+        "sent once, with the fresh token: no 401 first"
+    );
+    let sent = lists[0].header("authorization").unwrap();
+    let newest = format!("Bearer at-secret-{}", world.issued.lock().unwrap());
+    assert_eq!(sent, newest);
 }

@@ -12,6 +12,7 @@ use crate::http::client::{ClientOptions, parse_extra_roots};
 use crate::logging::{self, LogFormat, LogLevel, notice};
 use crate::oauth::flow::ServerAuth;
 use crate::oauth::http::OAuthHttp;
+use crate::oauth::revoke::revoke;
 use crate::oauth::store::file::FileStore;
 use crate::oauth::store::{Grant, grant_key};
 use crate::oauth::token::{TokenFailure, needs_refresh, unix_now};
@@ -44,12 +45,14 @@ pub struct LoginArgs {
 
 #[derive(Debug, Args)]
 pub struct LogoutArgs {
-    /// The MCP server whose logins to forget.
+    /// The MCP server whose logins to forget (and revoke, where the server allows).
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     url: Option<String>,
     /// Forget every stored login and client registration.
     #[arg(long)]
     all: bool,
+    #[command(flatten)]
+    connection: Connection,
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +74,22 @@ pub struct TokenArgs {
     connection: Connection,
 }
 
+/// The HTTP settings of the terminal commands.
+fn client_options(connection: &Connection) -> Result<ClientOptions, String> {
+    let extra_roots = match &connection.ca_cert {
+        Some(path) => parse_extra_roots(
+            &std::fs::read(path)
+                .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?,
+        )?,
+        None => Vec::new(),
+    };
+    Ok(ClientOptions {
+        connect_timeout: connection.timeout_connect,
+        read_timeout: Some(Duration::from_secs(30)),
+        extra_roots,
+    })
+}
+
 /// Validation shared by `login` and `token`.
 fn server_auth(
     url: &str,
@@ -79,20 +98,8 @@ fn server_auth(
 ) -> Result<ServerAuth, String> {
     let server = parse_upstream_url(url)?;
     let settings = oauth.settings()?;
-    let extra_roots = match &connection.ca_cert {
-        Some(path) => parse_extra_roots(
-            &std::fs::read(path)
-                .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?,
-        )?,
-        None => Vec::new(),
-    };
-    let options = ClientOptions {
-        connect_timeout: connection.timeout_connect,
-        read_timeout: Some(Duration::from_secs(30)),
-        extra_roots,
-    };
     Ok(ServerAuth {
-        http: OAuthHttp::new(options, 1 << 20),
+        http: OAuthHttp::new(client_options(connection)?, 1 << 20),
         store: store()?,
         server,
         settings,
@@ -178,6 +185,7 @@ pub fn token(args: TokenArgs) -> i32 {
 }
 
 pub fn logout(args: LogoutArgs) -> i32 {
+    logging::init(args.connection.log_level, LogFormat::Text);
     let store = match store() {
         Ok(store) => store,
         Err(e) => {
@@ -185,42 +193,65 @@ pub fn logout(args: LogoutArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut document = match store.load() {
-        Ok(document) => document,
+    let server = match args.url.as_deref().map(parse_upstream_url) {
+        Some(Ok(server)) => Some(server),
+        Some(Err(e)) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+        None => None,
+    };
+    let options = match client_options(&args.connection) {
+        Ok(options) => options,
         Err(e) => {
+            report_usage_error(&e);
+            return EXIT_USAGE;
+        }
+    };
+    run_async(async move {
+        let mut document = match store.load() {
+            Ok(document) => document,
+            Err(e) => {
+                notice(&e);
+                return 1;
+            }
+        };
+        let key = server.as_ref().map(|s| grant_key(s, None));
+        let leaving: Vec<(String, Grant)> = document
+            .grants
+            .iter()
+            .filter(|(k, _)| key.as_deref().is_none_or(|key| belongs_to(k, key)))
+            .map(|(k, g)| (k.clone(), g.clone()))
+            .collect();
+        let http = OAuthHttp::new(options, 1 << 20);
+        let mut revoked = 0;
+        for (stored, grant) in &leaving {
+            let client = document.registrations.get(&grant.issuer);
+            match revoke(&http, grant, client).await {
+                Ok(true) => revoked += 1,
+                Ok(false) => {}
+                Err(e) => notice(&format!(
+                    "could not revoke the login for {stored} ({e}); it is deleted here anyway"
+                )),
+            }
+            document.grants.remove(stored);
+        }
+        if args.all {
+            document.registrations.clear();
+        }
+        if let Err(e) = store.save(&document) {
             notice(&e);
             return 1;
         }
-    };
-    let removed = if args.all {
-        let count = document.grants.len();
-        document.grants.clear();
-        document.registrations.clear();
-        count
-    } else {
-        let server = match args.url.as_deref().map(parse_upstream_url) {
-            Some(Ok(server)) => server,
-            Some(Err(e)) => {
-                report_usage_error(&e);
-                return EXIT_USAGE;
-            }
-            None => unreachable!("clap requires a URL without --all"),
-        };
-        let key = grant_key(&server, None);
-        let before = document.grants.len();
-        document.grants.retain(|k, _| !belongs_to(k, &key));
-        before - document.grants.len()
-    };
-    if let Err(e) = store.save(&document) {
-        notice(&e);
-        return 1;
-    }
-    notice(&match (args.all, removed) {
-        (true, n) => format!("removed {n} stored login(s) and every client registration"),
-        (false, 0) => "no login was stored for that server".into(),
-        (false, n) => format!("removed {n} stored login(s)"),
-    });
-    0
+        notice(&match (args.all, leaving.len()) {
+            (true, n) => format!(
+                "removed {n} stored login(s) and every client registration; {revoked} revoked at the server"
+            ),
+            (false, 0) => "no login was stored for that server".into(),
+            (false, n) => format!("removed {n} stored login(s); {revoked} revoked at the server"),
+        });
+        0
+    })
 }
 
 pub fn status(args: StatusArgs) -> i32 {

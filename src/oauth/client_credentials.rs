@@ -84,7 +84,7 @@ impl ServerAuth {
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        let grant = grant_from(
+        let mut grant = grant_from(
             answer,
             &Issued {
                 issuer: &found.server.issuer,
@@ -96,6 +96,11 @@ impl ServerAuth {
             None,
             unix_now(),
         );
+        grant.revocation_endpoint = found
+            .server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string());
         self.store_grant(&grant)?;
         tracing::info!(issuer = %found.server.issuer, "logged in with client credentials");
         Ok(grant)

@@ -115,7 +115,7 @@ impl ServerAuth {
                         TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
                     },
                 )?;
-                let grant = grant_from(
+                let mut grant = grant_from(
                     token,
                     &Issued {
                         issuer: &found.server.issuer,
@@ -127,6 +127,11 @@ impl ServerAuth {
                     None,
                     unix_now(),
                 );
+                grant.revocation_endpoint = found
+                    .server
+                    .revocation_endpoint
+                    .as_ref()
+                    .map(|u| u.to_string());
                 self.store_grant(&grant)?;
                 tracing::info!(issuer = %found.server.issuer, "logged in with a device code");
                 return Ok(grant);

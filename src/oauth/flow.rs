@@ -249,7 +249,7 @@ impl ServerAuth {
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        let grant = grant_from(
+        let mut grant = grant_from(
             answer,
             &Issued {
                 issuer: &found.server.issuer,
@@ -261,6 +261,11 @@ impl ServerAuth {
             None,
             unix_now(),
         );
+        grant.revocation_endpoint = found
+            .server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string());
         let mut document = self.store.load()?;
         document.grants.insert(self.key(), grant.clone());
         self.store.save(&document)?;

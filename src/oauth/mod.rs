@@ -23,6 +23,7 @@ pub mod metadata;
 pub mod pkce;
 pub mod provider;
 pub mod registration;
+pub mod revoke;
 pub mod secret;
 pub mod store;
 pub mod token;

@@ -157,6 +157,7 @@ pub fn grant_from(
         token_endpoint: issued.token_endpoint.to_owned(),
         client_id: issued.client_id.to_owned(),
         resource: issued.resource.map(str::to_owned),
+        revocation_endpoint: previous.and_then(|p| p.revocation_endpoint.clone()),
     }
 }
 

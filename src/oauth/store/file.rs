@@ -257,6 +257,7 @@ mod tests {
                 token_endpoint: "https://as.example.com/token".into(),
                 client_id: "client-1".into(),
                 resource: Some("https://example.com/mcp".into()),
+                revocation_endpoint: None,
             },
         );
         doc.registrations.insert(

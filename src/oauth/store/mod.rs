@@ -28,6 +28,9 @@ pub struct Grant {
     pub client_id: String,
     /// The RFC 8707 resource the grant was issued for (`None`: none was sent).
     pub resource: Option<String>,
+    /// Where `logout` revokes the grant (RFC 7009), when the server has such an endpoint.
+    #[serde(default)]
+    pub revocation_endpoint: Option<String>,
 }
 
 fn bearer() -> String {
@@ -127,6 +130,7 @@ mod tests {
             token_endpoint: "https://as/token".into(),
             client_id: "c".into(),
             resource: None,
+            revocation_endpoint: None,
         };
         let shown = format!("{grant:?}");
         assert!(

@@ -95,6 +95,7 @@ pub fn import(path: &Path) -> Result<Option<Document>, String> {
                 token_endpoint,
                 client_id,
                 resource,
+                revocation_endpoint: None,
             },
         );
     }
