@@ -40,6 +40,8 @@ struct World {
     machines_only: std::sync::atomic::AtomicBool,
     token_headers: Mutex<Vec<Option<String>>>,
     revocations: Mutex<Vec<HashMap<String, String>>>,
+    /// The authorization server the protected resource metadata names: "" or "/as2".
+    current_as: Mutex<String>,
 }
 
 impl World {
@@ -89,12 +91,24 @@ fn json_with(status: u16, body: Value) -> Reply {
 }
 
 fn handle(world: &World, seen: &Seen) -> Reply {
-    let base = world.base();
-    let path = seen.uri.path();
+    let server = world.base();
+    // A second authorization server lives under /as2 (for the migration test): the same
+    // handlers, with the issuer and endpoints under the prefix.
+    let full = seen.uri.path();
+    let (prefix, path) = match full {
+        "/.well-known/oauth-authorization-server/as2" => {
+            ("/as2", "/.well-known/oauth-authorization-server")
+        }
+        p if p.starts_with("/as2/") => ("/as2", &p[4..]),
+        p => ("", p),
+    };
+    let issuer = format!("{server}{prefix}");
+    let base = issuer.as_str();
     match (seen.method.clone(), path) {
         (Method::GET, "/.well-known/oauth-protected-resource/mcp") => json_with(
             200,
-            json!({"resource": format!("{base}/mcp"), "authorization_servers": [base],
+            json!({"resource": format!("{server}/mcp"),
+                   "authorization_servers": [format!("{server}{}", world.current_as.lock().unwrap())],
                    "scopes_supported": ["mcp:tools"]}),
         ),
         (Method::GET, "/.well-known/oauth-authorization-server")
@@ -125,11 +139,12 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                    "authorization_response_iss_parameter_supported": true}),
         ),
         (Method::POST, "/register") => {
-            let body: Value = serde_json::from_str(&seen.body).unwrap();
+            let mut body: Value = serde_json::from_str(&seen.body).unwrap();
+            body["registered_at"] = json!(prefix);
             world.registrations.lock().unwrap().push(body.clone());
             json_with(
                 201,
-                json!({"client_id": "client-1", "redirect_uris": body["redirect_uris"],
+                json!({"client_id": format!("client-1{prefix}"), "redirect_uris": body["redirect_uris"],
                        "token_endpoint_auth_method": "none"}),
             )
         }
@@ -748,4 +763,40 @@ async fn a_token_about_to_expire_is_refreshed_before_it_is_used() {
     let sent = lists[0].header("authorization").unwrap();
     let newest = format!("Bearer at-secret-{}", world.issued.lock().unwrap());
     assert_eq!(sent, newest);
+}
+
+#[tokio::test]
+async fn a_server_that_moves_to_another_authorization_server_gets_a_fresh_login_there() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let env = [
+        ("BROWSER", browser.as_str()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+    ];
+    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    relay.initialize().await;
+    // The server moves: its metadata names /as2, and the old tokens stop working.
+    *world.current_as.lock().unwrap() = "/as2".into();
+    world.revoke_all_access();
+    let listed = relay.call(json!(1), "tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    let registrations = world.registrations.lock().unwrap().clone();
+    assert_eq!(
+        registrations.len(),
+        2,
+        "registered again, at the new server"
+    );
+    assert_eq!(registrations[1]["registered_at"], "/as2");
+    let exchanges = world.token_forms.lock().unwrap().clone();
+    assert!(
+        !exchanges.iter().any(|f| f["grant_type"] == "refresh_token"),
+        "the old server's refresh token is not spent at either server: {exchanges:?}"
+    );
+    let last = exchanges.last().unwrap();
+    assert_eq!(
+        last["client_id"], "client-1/as2",
+        "the old client id is not reused"
+    );
 }

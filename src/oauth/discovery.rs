@@ -65,6 +65,19 @@ pub async fn discover(
     ))
 }
 
+/// The server's protected resource metadata alone (no authorization server lookups):
+/// what a 401 is checked against, to notice the server moved to another authorization
+/// server.
+pub async fn protected_resource(
+    http: &OAuthHttp,
+    server: &Url,
+    challenge: Option<&Challenge>,
+) -> Option<ProtectedResource> {
+    let hint = challenge.and_then(|c| c.resource_metadata.as_deref());
+    let (candidates, _) = wellknown::protected_resource_candidates(server, hint);
+    first_protected_resource(http, &candidates).await
+}
+
 async fn first_protected_resource(
     http: &OAuthHttp,
     candidates: &[Url],

@@ -96,6 +96,23 @@ impl ServerAuth {
         }
     }
 
+    /// Whether `grant`'s authorization server is still one the server names. A server that
+    /// moved to another authorization server makes every old grant and registration useless
+    /// there (SEP-2352): the caller must log in afresh. Unknown (no metadata) counts as yes.
+    pub async fn issuer_still_current(&self, grant: &Grant, challenge: Option<&Challenge>) -> bool {
+        let Some(resource) =
+            super::discovery::protected_resource(&self.http, &self.server, challenge).await
+        else {
+            return true;
+        };
+        let trimmed = |s: &str| s.trim_end_matches('/').to_owned();
+        resource.authorization_servers.is_empty()
+            || resource
+                .authorization_servers
+                .iter()
+                .any(|issuer| trimmed(issuer) == trimmed(&grant.issuer))
+    }
+
     /// The stored grant for this server, if any.
     pub fn stored(&self) -> Result<Option<Grant>, String> {
         Ok(self.store.load()?.grants.get(&self.key()).cloned())

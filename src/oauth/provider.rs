@@ -92,6 +92,18 @@ impl TokenProvider {
             return Ok(value);
         }
         if let Some(grant) = current.clone()
+            && !self
+                .session
+                .issuer_still_current(&grant, challenge.as_ref())
+                .await
+        {
+            tracing::warn!(
+                old = %grant.issuer,
+                "the server now names another authorization server; logging in there afresh"
+            );
+            *current = None;
+        }
+        if let Some(grant) = current.clone()
             && grant.refresh_token.is_some()
         {
             match self.session.refresh(&grant).await {
