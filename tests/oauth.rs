@@ -419,6 +419,10 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
             .args(args)
             .env("BROWSER", &browser)
             .env("XDG_STATE_HOME", &state)
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                "unix:path=/nonexistent/mcp-stdio-test-bus",
+            )
             .env_remove("HTTP_PROXY")
             .env_remove("http_proxy")
             .stdin(std::process::Stdio::null())

@@ -271,6 +271,7 @@ fn relay_config(
             settings,
             interactive,
             token_file,
+            token_store: args.oauth_args.token_store.into(),
             python_tokens: crate::oauth::store::file::FileStore::python_path(&env),
         }),
         Err(e) if interactive => return Err(format!("--oauth: {e}")),

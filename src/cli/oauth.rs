@@ -10,14 +10,27 @@ use super::{non_negative_seconds, positive_seconds};
 use crate::oauth::flow::{Resource, Settings};
 use crate::oauth::jwt::ClientKey;
 use crate::oauth::secret::Secret;
+use crate::oauth::store::backend::Choice;
 use crate::oauth::store::file::FileStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TokenStoreChoice {
-    /// The OS keyring when one is usable, else the file (this build: the file).
+    /// The OS keyring when one is usable, else the file.
     Auto,
+    /// The OS keyring (Secret Service on Linux) or fail.
+    Keyring,
     /// The 0600 token file.
     File,
+}
+
+impl From<TokenStoreChoice> for Choice {
+    fn from(choice: TokenStoreChoice) -> Choice {
+        match choice {
+            TokenStoreChoice::Auto => Choice::Auto,
+            TokenStoreChoice::Keyring => Choice::Keyring,
+            TokenStoreChoice::File => Choice::File,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::oauth::{OAuthArgs, token_file};
+use super::oauth::{OAuthArgs, TokenStoreChoice, token_file};
 use super::{EXIT_USAGE, parse_upstream_url, positive_seconds, report_usage_error, run_async};
 use crate::http::client::{ClientOptions, parse_extra_roots};
 use crate::logging::{self, LogFormat, LogLevel, notice};
 use crate::oauth::flow::ServerAuth;
 use crate::oauth::http::OAuthHttp;
 use crate::oauth::revoke::revoke;
+use crate::oauth::store::backend::TokenStore;
 use crate::oauth::store::file::FileStore;
 use crate::oauth::store::{Grant, grant_key};
 use crate::oauth::token::{TokenFailure, needs_refresh, unix_now};
@@ -51,6 +52,9 @@ pub struct LogoutArgs {
     /// Forget every stored login and client registration.
     #[arg(long)]
     all: bool,
+    /// Where tokens are kept.
+    #[arg(long, value_enum, default_value = "auto")]
+    token_store: TokenStoreChoice,
     #[command(flatten)]
     connection: Connection,
 }
@@ -62,6 +66,9 @@ pub struct StatusArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+    /// Where tokens are kept.
+    #[arg(long, value_enum, default_value = "auto")]
+    token_store: TokenStoreChoice,
 }
 
 #[derive(Debug, Args)]
@@ -100,15 +107,16 @@ fn server_auth(
     let settings = oauth.settings()?;
     Ok(ServerAuth {
         http: OAuthHttp::new(client_options(connection)?, 1 << 20),
-        store: store()?,
+        store: store(oauth.token_store)?,
         server,
         settings,
     })
 }
 
-fn store() -> Result<FileStore, String> {
+fn store(choice: TokenStoreChoice) -> Result<TokenStore, String> {
     let env = |name: &str| std::env::var(name).ok();
-    Ok(FileStore::new(token_file(env)?).importing(FileStore::python_path(env)))
+    let file = FileStore::new(token_file(env)?).importing(FileStore::python_path(env));
+    TokenStore::open(choice.into(), file)
 }
 
 pub fn login(args: LoginArgs) -> i32 {
@@ -129,7 +137,7 @@ pub fn login(args: LoginArgs) -> i32 {
                     "logged in to {} ({}); tokens are in {}",
                     auth.server,
                     describe(&grant),
-                    auth.store.path().display()
+                    auth.store.describe()
                 ));
                 0
             }
@@ -186,7 +194,7 @@ pub fn token(args: TokenArgs) -> i32 {
 
 pub fn logout(args: LogoutArgs) -> i32 {
     logging::init(args.connection.log_level, LogFormat::Text);
-    let store = match store() {
+    let store = match store(args.token_store) {
         Ok(store) => store,
         Err(e) => {
             report_usage_error(&e);
@@ -239,7 +247,12 @@ pub fn logout(args: LogoutArgs) -> i32 {
         if args.all {
             document.registrations.clear();
         }
-        if let Err(e) = store.save(&document) {
+        let saved = if args.all {
+            store.clear()
+        } else {
+            store.save(&document)
+        };
+        if let Err(e) = saved {
             notice(&e);
             return 1;
         }
@@ -255,7 +268,7 @@ pub fn logout(args: LogoutArgs) -> i32 {
 }
 
 pub fn status(args: StatusArgs) -> i32 {
-    let store = match store() {
+    let store = match store(args.token_store) {
         Ok(store) => store,
         Err(e) => {
             report_usage_error(&e);
@@ -278,7 +291,7 @@ pub fn status(args: StatusArgs) -> i32 {
         }
     };
     let now = unix_now();
-    let backend = format!("file {}", store.path().display());
+    let backend = store.describe();
     let entries: Vec<(&String, &Grant)> = document
         .grants
         .iter()

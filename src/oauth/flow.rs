@@ -14,7 +14,7 @@ use super::http::{BasicAuth, Fetched, OAuthHttp};
 use super::pkce::{Pkce, random_token};
 use super::registration::{choose_auth_method, register, still_valid};
 use super::secret::Secret;
-use super::store::file::FileStore;
+use super::store::backend::TokenStore;
 use super::store::lock::ServerLock;
 use super::store::{Grant, Registration, grant_key};
 use super::token::{
@@ -58,7 +58,7 @@ pub struct Settings {
 /// One server's OAuth state: where its grant is stored and how to get a new one.
 pub struct ServerAuth {
     pub http: OAuthHttp,
-    pub store: FileStore,
+    pub store: TokenStore,
     pub server: Url,
     pub settings: Settings,
 }
@@ -79,7 +79,7 @@ impl ServerAuth {
     /// Serializes refreshes and logins for this server across processes. Waits as long as
     /// another process's login may take; after that, goes ahead without the lock.
     pub async fn exclusive(&self) -> Option<ServerLock> {
-        let dir = self.store.path().parent()?;
+        let dir = self.store.lock_dir()?;
         let patience = self.settings.timeout + Duration::from_secs(30);
         match ServerLock::acquire(dir, &self.key(), patience).await {
             Ok(Some(lock)) => Some(lock),

@@ -36,6 +36,8 @@ pub struct RelayOAuth {
     /// `--oauth`: a browser login may start when no usable grant exists.
     pub interactive: bool,
     pub token_file: std::path::PathBuf,
+    /// `--token-store`.
+    pub token_store: store::backend::Choice,
     /// The Python mcp-stdio's token file, imported on first use.
     pub python_tokens: Option<std::path::PathBuf>,
 }

@@ -23,6 +23,7 @@ use crate::oauth::challenge;
 use crate::oauth::flow::ServerAuth;
 use crate::oauth::http::OAuthHttp;
 use crate::oauth::provider::TokenProvider;
+use crate::oauth::store::backend::TokenStore;
 use crate::oauth::store::file::FileStore;
 
 pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -79,18 +80,22 @@ impl Upstream {
             .parse()
             .map_err(|e| format!("the upstream URL cannot be used for HTTP requests: {e}"))?;
         let client = HttpClient::build(&config.client, &uri)?;
-        let auth = config.oauth.as_ref().map(|oauth| {
-            TokenProvider::new(
-                ServerAuth {
-                    http: OAuthHttp::new(config.client.clone(), config.max_message_size),
-                    store: FileStore::new(oauth.token_file.clone())
-                        .importing(oauth.python_tokens.clone()),
-                    server: config.url.clone(),
-                    settings: oauth.settings.clone(),
-                },
-                oauth.interactive,
-            )
-        });
+        let auth = match &config.oauth {
+            Some(oauth) => {
+                let file =
+                    FileStore::new(oauth.token_file.clone()).importing(oauth.python_tokens.clone());
+                Some(TokenProvider::new(
+                    ServerAuth {
+                        http: OAuthHttp::new(config.client.clone(), config.max_message_size),
+                        store: TokenStore::open(oauth.token_store, file)?,
+                        server: config.url.clone(),
+                        settings: oauth.settings.clone(),
+                    },
+                    oauth.interactive,
+                ))
+            }
+            None => None,
+        };
         Ok(Self {
             auth,
             url: config.url.clone(),

@@ -393,6 +393,11 @@ pub fn relay_command(url: &str, args: &[&str]) -> tokio::process::Command {
         STATE.fetch_add(1, Ordering::Relaxed)
     ));
     command.env("XDG_STATE_HOME", state);
+    // No session bus: the OS keyring is never touched (the file store is used instead).
+    command.env(
+        "DBUS_SESSION_BUS_ADDRESS",
+        "unix:path=/nonexistent/mcp-stdio-test-bus",
+    );
     command.kill_on_drop(true);
     command
 }
@@ -576,6 +581,10 @@ pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
         .env(
             "XDG_STATE_HOME",
             std::env::temp_dir().join("mcp-stdio-test-state-none"),
+        )
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/mcp-stdio-test-bus",
         )
         .output()
         .unwrap();

@@ -2,7 +2,9 @@
 //! and client registrations keyed by the authorization server's issuer, which MCP requires
 //! (2026-07-28: credentials are bound to the issuer that issued them).
 
+pub mod backend;
 pub mod file;
+pub mod keyring;
 pub mod lock;
 pub mod python;
 

@@ -1,0 +1,145 @@
+//! The OS credential store (keyring-core; Secret Service on Linux): the whole token
+//! document as one secret, `mcp-stdio` / `oauth-tokens`.
+//!
+//! Keyring calls block (D-Bus, and on a desktop maybe an unlock prompt), so each runs on a
+//! helper thread and is given up after a bound: a stuck keyring must not hang the relay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keyring_core::{CredentialStore, Entry, Error};
+
+use super::Document;
+
+const SERVICE: &str = "mcp-stdio";
+const ACCOUNT: &str = "oauth-tokens";
+/// How long one keyring call may take.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Why the keyring could not be used.
+#[derive(Debug)]
+pub enum KeyringError {
+    /// The keyring refuses access (locked, no collection, writes refused): use the file.
+    NoAccess(String),
+    /// Anything else (a damaged entry, D-Bus failures, a call that never returned).
+    Failed(String),
+}
+
+impl std::fmt::Display for KeyringError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyringError::NoAccess(e) | KeyringError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct KeyringStore {
+    store: Arc<CredentialStore>,
+}
+
+impl KeyringStore {
+    pub fn new(store: Arc<CredentialStore>) -> Self {
+        KeyringStore { store }
+    }
+
+    /// The desktop's Secret Service (GNOME Keyring, KWallet). Fails fast where there is no
+    /// session bus (servers, containers, CI).
+    #[cfg(target_os = "linux")]
+    pub fn secret_service() -> Result<Self, KeyringError> {
+        bounded(zbus_secret_service_keyring_store::Store::new)
+            .and_then(|r| r.map_err(classify))
+            .map(|store| KeyringStore::new(store))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn secret_service() -> Result<Self, KeyringError> {
+        Err(KeyringError::NoAccess(
+            "no keyring backend is built for this platform yet".into(),
+        ))
+    }
+
+    /// The document; an absent entry is an empty store.
+    pub fn load(&self) -> Result<Document, KeyringError> {
+        let store = self.store.clone();
+        let secret = bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.get_secret())?;
+        match secret {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                KeyringError::Failed(format!("the keyring's token entry is damaged ({e})"))
+            }),
+            Err(Error::NoEntry) => Ok(Document::default()),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    pub fn save(&self, document: &Document) -> Result<(), KeyringError> {
+        let json = serde_json::to_vec(document).expect("a document serializes");
+        let store = self.store.clone();
+        bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.set_secret(&json))?
+            .map_err(classify)
+    }
+}
+
+impl KeyringStore {
+    /// Removes the entry (`logout --all` on the keyring). An absent entry is fine.
+    pub fn delete(&self) -> Result<(), KeyringError> {
+        let store = self.store.clone();
+        match bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.delete_credential())? {
+            Ok(()) | Err(Error::NoEntry) => Ok(()),
+            Err(e) => Err(classify(e)),
+        }
+    }
+}
+
+fn classify(e: Error) -> KeyringError {
+    match e {
+        Error::NoStorageAccess(_) => {
+            KeyringError::NoAccess(format!("the keyring refuses access ({e})"))
+        }
+        other => KeyringError::Failed(format!("the keyring failed ({other})")),
+    }
+}
+
+/// Runs a blocking keyring call on its own thread, for at most [`PATIENCE`].
+fn bounded<T: Send + 'static>(
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, KeyringError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("keyring".into())
+        .spawn(move || {
+            let _ = tx.send(call());
+        })
+        .map_err(|e| KeyringError::Failed(format!("cannot start a keyring call ({e})")))?;
+    rx.recv_timeout(PATIENCE).map_err(|_| {
+        KeyringError::NoAccess(format!(
+            "the keyring did not answer within {} s (locked, or waiting for a prompt)",
+            PATIENCE.as_secs()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth::store::Registration;
+
+    #[test]
+    fn round_trips_through_a_keyring() {
+        let keyring = KeyringStore::new(keyring_core::mock::Store::new().unwrap());
+        assert_eq!(keyring.load().unwrap(), Document::default());
+        let mut document = Document::default();
+        document.registrations.insert(
+            "https://as".into(),
+            Registration {
+                client_id: "c".into(),
+                client_secret: None,
+                client_secret_expires_at: None,
+                token_endpoint_auth_method: "none".into(),
+                redirect_uri: None,
+            },
+        );
+        keyring.save(&document).unwrap();
+        assert_eq!(keyring.load().unwrap(), document);
+    }
+}
