@@ -277,6 +277,38 @@ async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
     (upstream, world)
 }
 
+/// A fake world, a home for the relay's token store, and a browser that approves.
+struct Scene {
+    upstream: Upstream,
+    world: Arc<World>,
+    state: std::path::PathBuf,
+    browser: String,
+    _home: tempfile::TempDir,
+}
+
+impl Scene {
+    async fn new(expires_in: u64) -> Scene {
+        let (upstream, world) = world(expires_in).await;
+        let home = tempfile::tempdir().unwrap();
+        Scene {
+            upstream,
+            world,
+            state: home.path().join("state"),
+            browser: browser(home.path()),
+            _home: home,
+        }
+    }
+
+    /// A relay for the world's server, with this scene's browser and token store.
+    async fn relay(&self, args: &[&str]) -> Relay {
+        let env = [
+            ("BROWSER", self.browser.as_str()),
+            ("XDG_STATE_HOME", self.state.to_str().unwrap()),
+        ];
+        Relay::start_with_env(&self.upstream.url, args, &env).await
+    }
+}
+
 /// A `$BROWSER` that follows the authorization redirect to the callback, as a user's
 /// browser would after they approve.
 fn browser(dir: &std::path::Path) -> String {
@@ -355,15 +387,9 @@ async fn relay_with_oauth_logs_in_through_the_browser_then_relays() {
 
 #[tokio::test]
 async fn a_refused_token_is_refreshed_once_and_the_rotated_one_is_stored() {
-    let (upstream, world) = world(3600).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let env = [
-        ("BROWSER", browser.as_str()),
-        ("XDG_STATE_HOME", state.to_str().unwrap()),
-    ];
-    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let scene = Scene::new(3600).await;
+    let (upstream, world, state) = (&scene.upstream, &scene.world, &scene.state);
+    let mut relay = scene.relay(&["--oauth"]).await;
     relay.initialize().await;
     world.revoke_all_access();
     let listed = relay.call(json!(1), "tools/list", json!({})).await;
@@ -607,15 +633,9 @@ async fn the_device_flow_shows_a_code_and_polls_until_approved() {
 
 #[tokio::test]
 async fn insufficient_scope_steps_up_to_the_union_once() {
-    let (upstream, world) = world(3600).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let env = [
-        ("BROWSER", browser.as_str()),
-        ("XDG_STATE_HOME", state.to_str().unwrap()),
-    ];
-    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let scene = Scene::new(3600).await;
+    let world = &scene.world;
+    let mut relay = scene.relay(&["--oauth"]).await;
     relay.initialize().await;
     let answer = relay
         .call(json!(1), "tools/call", json!({"name": "write"}))
@@ -741,15 +761,9 @@ async fn a_static_token_means_no_oauth_at_all() {
 #[tokio::test]
 async fn a_token_about_to_expire_is_refreshed_before_it_is_used() {
     // Tokens live 30 s; the default leeway is 60 s, so every use comes "too close".
-    let (upstream, world) = world(30).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let env = [
-        ("BROWSER", browser.as_str()),
-        ("XDG_STATE_HOME", state.to_str().unwrap()),
-    ];
-    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let scene = Scene::new(30).await;
+    let (upstream, world) = (&scene.upstream, &scene.world);
+    let mut relay = scene.relay(&["--oauth"]).await;
     relay.initialize().await;
     relay.call(json!(1), "tools/list", json!({})).await;
     let forms = world.token_forms.lock().unwrap().clone();
@@ -771,15 +785,9 @@ async fn a_token_about_to_expire_is_refreshed_before_it_is_used() {
 
 #[tokio::test]
 async fn a_server_that_moves_to_another_authorization_server_gets_a_fresh_login_there() {
-    let (upstream, world) = world(3600).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let env = [
-        ("BROWSER", browser.as_str()),
-        ("XDG_STATE_HOME", state.to_str().unwrap()),
-    ];
-    let mut relay = Relay::start_with_env(&upstream.url, &["--oauth"], &env).await;
+    let scene = Scene::new(3600).await;
+    let world = &scene.world;
+    let mut relay = scene.relay(&["--oauth"]).await;
     relay.initialize().await;
     // The server moves: its metadata names /as2, and the old tokens stop working.
     *world.current_as.lock().unwrap() = "/as2".into();

@@ -6,25 +6,31 @@ use axum::http::Method;
 use common::*;
 use serde_json::json;
 
-fn hanging_upstream_with_late_answer_on_get(seen: &Seen) -> Reply {
-    if seen.method == Method::GET {
-        // Delivers the answer for the cancelled call late, on the standalone stream.
-        return Reply::Sse {
+/// An upstream whose calls hang, and whose standalone GET stream delivers the answer for
+/// `id` once `late` is notified: a late answer to a cancelled call.
+fn late_answer_on_get(
+    late: &'static std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>>,
+    id: &'static str,
+) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
+    move |seen| {
+        if seen.method == Method::GET {
+            return Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    Step::Wait((*late).clone()),
+                    event(
+                        "g1",
+                        json!({"jsonrpc":"2.0","id":id,"result":{"late":true}}),
+                    ),
+                    Step::Hang,
+                ],
+            };
+        }
+        standard(seen).unwrap_or(Reply::Sse {
             headers: vec![],
-            steps: vec![
-                Step::Wait(LATE.clone()),
-                event(
-                    "g1",
-                    json!({"jsonrpc":"2.0","id":"c1","result":{"late":true}}),
-                ),
-                Step::Hang,
-            ],
-        };
+            steps: vec![priming("p1", None), Step::Hang],
+        })
     }
-    standard(seen).unwrap_or(Reply::Sse {
-        headers: vec![],
-        steps: vec![priming("p1", None), Step::Hang],
-    })
 }
 
 static LATE: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
@@ -32,7 +38,7 @@ static LATE: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
 
 #[tokio::test]
 async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
-    let upstream = Upstream::start(hanging_upstream_with_late_answer_on_get).await;
+    let upstream = Upstream::start(late_answer_on_get(&LATE, "c1")).await;
     let mut relay = Relay::start(&upstream.url, &[]).await;
     relay.initialize().await;
     upstream
@@ -103,26 +109,7 @@ static LATE3: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
 
 #[tokio::test]
 async fn a_cancelled_id_is_forgotten_after_cancel_ttl() {
-    let upstream = Upstream::start(|seen| {
-        if seen.method == Method::GET {
-            return Reply::Sse {
-                headers: vec![],
-                steps: vec![
-                    Step::Wait(LATE3.clone()),
-                    event(
-                        "g1",
-                        json!({"jsonrpc":"2.0","id":"c3","result":{"late":true}}),
-                    ),
-                    Step::Hang,
-                ],
-            };
-        }
-        standard(seen).unwrap_or(Reply::Sse {
-            headers: vec![],
-            steps: vec![priming("p1", None), Step::Hang],
-        })
-    })
-    .await;
+    let upstream = Upstream::start(late_answer_on_get(&LATE3, "c3")).await;
     let mut relay = Relay::start(&upstream.url, &["--cancel-ttl", "0.05"]).await;
     relay.initialize().await;
     upstream

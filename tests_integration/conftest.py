@@ -1,6 +1,7 @@
 """Fixtures for the integration suite: the relay binary, free ports, and real servers
 started as subprocesses and waited for (with a deadline) until they accept connections."""
 
+import json
 import os
 import socket
 import subprocess
@@ -82,3 +83,25 @@ def everything_server():
     server = Server([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "streamableHttp"], port, env=env)
     yield server
     server.stop()
+
+
+def run_conformance_client(client_script: str, scenario: str, out_dir: Path, strict: bool = False) -> None:
+    """Runs one client scenario of the official conformance suite with `client_script` as
+    the client under test, and fails on any FAILURE (and, when `strict`, any WARNING)."""
+    command = f"{sys.executable} {HERE / client_script}"
+    run = subprocess.run(
+        [str(NODE_BIN / "node"), str(NPM_BIN / "conformance"), "client", "--command", command, "--scenario", scenario, "-o", str(out_dir)],
+        env=node_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = run.stdout + run.stderr
+    checks = []
+    for path in out_dir.rglob("checks.json"):
+        checks.extend(json.loads(path.read_text()))
+    bad = ("FAILURE", "WARNING") if strict else ("FAILURE",)
+    failures = [c for c in checks if c.get("status") in bad]
+    assert checks, f"the suite produced no checks:\n{report}"
+    assert not failures, f"{scenario} failed:\n" + json.dumps(failures, indent=2) + "\n" + report
+    assert run.returncode == 0 or (strict and "OVERALL: PASSED" in report), report

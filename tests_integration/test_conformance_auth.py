@@ -7,12 +7,8 @@ enterprise identity providers: RFC 8693 token exchange for an ID-JAG, then a JWT
 which the relay does not implement.
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
-from conftest import HERE, NODE_BIN, NPM_BIN, node_env
+from conftest import run_conformance_client
 
 SCENARIOS = [
     "auth/metadata-default",
@@ -41,20 +37,4 @@ SCENARIOS = [
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_auth_scenario_passes(scenario, tmp_path):
-    env = node_env()
-    command = f"{sys.executable} {HERE / 'conformance_auth_client.py'}"
-    run = subprocess.run(
-        [str(NODE_BIN / "node"), str(NPM_BIN / "conformance"), "client", "--command", command, "--scenario", scenario, "-o", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    report = run.stdout + run.stderr
-    checks = []
-    for path in tmp_path.rglob("checks.json"):
-        checks.extend(json.loads(path.read_text()))
-    failures = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
-    assert checks, f"the suite produced no checks:\n{report}"
-    assert not failures, f"{scenario} failed:\n" + json.dumps(failures, indent=2) + "\n" + report
-    assert "OVERALL: PASSED" in report, report
+    run_conformance_client("conformance_auth_client.py", scenario, tmp_path, strict=True)

@@ -81,6 +81,15 @@ pub struct TokenArgs {
     connection: Connection,
 }
 
+/// Logging, then the server's OAuth state; a bad flag is reported and becomes exit 2.
+fn prepare(url: &str, oauth: &OAuthArgs, connection: &Connection) -> Result<ServerAuth, i32> {
+    logging::init(connection.log_level, LogFormat::Text);
+    server_auth(url, oauth, connection).map_err(|e| {
+        report_usage_error(&e);
+        EXIT_USAGE
+    })
+}
+
 /// The HTTP settings of the terminal commands.
 fn client_options(connection: &Connection) -> Result<ClientOptions, String> {
     let extra_roots = match &connection.ca_cert {
@@ -120,13 +129,9 @@ fn store(choice: TokenStoreChoice) -> Result<TokenStore, String> {
 }
 
 pub fn login(args: LoginArgs) -> i32 {
-    logging::init(args.connection.log_level, LogFormat::Text);
-    let auth = match server_auth(&args.url, &args.oauth, &args.connection) {
+    let auth = match prepare(&args.url, &args.oauth, &args.connection) {
         Ok(auth) => auth,
-        Err(e) => {
-            report_usage_error(&e);
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
     run_async(async move {
         let challenge = auth.probe().await;
@@ -150,13 +155,9 @@ pub fn login(args: LoginArgs) -> i32 {
 }
 
 pub fn token(args: TokenArgs) -> i32 {
-    logging::init(args.connection.log_level, LogFormat::Text);
-    let auth = match server_auth(&args.url, &args.oauth, &args.connection) {
+    let auth = match prepare(&args.url, &args.oauth, &args.connection) {
         Ok(auth) => auth,
-        Err(e) => {
-            report_usage_error(&e);
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
     run_async(async move {
         let grant = match auth.stored() {

@@ -5,7 +5,7 @@ use super::discovery::Discovered;
 use super::flow::ServerAuth;
 use super::registration::choose_auth_method;
 use super::store::{Grant, Registration};
-use super::token::{Issued, TokenFailure, grant_from, unix_now};
+use super::token::TokenFailure;
 
 impl ServerAuth {
     /// Whether this login is the client credentials grant: asked for with
@@ -84,25 +84,6 @@ impl ServerAuth {
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        let mut grant = grant_from(
-            answer,
-            &Issued {
-                issuer: &found.server.issuer,
-                token_endpoint: found.server.token_endpoint.as_str(),
-                client_id: &client_id,
-                resource: resource.as_deref(),
-                requested_scope: scope,
-            },
-            None,
-            unix_now(),
-        );
-        grant.revocation_endpoint = found
-            .server
-            .revocation_endpoint
-            .as_ref()
-            .map(|u| u.to_string());
-        self.store_grant(&grant)?;
-        tracing::info!(issuer = %found.server.issuer, "logged in with client credentials");
-        Ok(grant)
+        self.keep_login(answer, found, &client_id, scope, "client credentials")
     }
 }

@@ -6,9 +6,9 @@ use super::challenge::Challenge;
 use super::device::{self, DeviceAnswer, Poll, next_interval, poll_error, poll_form, request_form};
 use super::discovery::discover;
 use super::flow::ServerAuth;
-use super::registration::{choose_auth_method, register, still_valid};
+use super::registration::{choose_auth_method, still_valid};
 use super::store::{Grant, Registration};
-use super::token::{Issued, TokenFailure, grant_from, read_answer, unix_now};
+use super::token::{TokenFailure, read_answer, unix_now};
 use crate::logging::notice;
 
 impl ServerAuth {
@@ -32,7 +32,7 @@ impl ServerAuth {
                 redirect_uri: None,
             },
             None => {
-                let mut document = self.store.load()?;
+                let document = self.store.load()?;
                 match document
                     .registrations
                     .get(&found.server.issuer)
@@ -40,24 +40,8 @@ impl ServerAuth {
                 {
                     Some(cached) => cached.clone(),
                     None => {
-                        let registration_endpoint = found.server.registration_endpoint.as_ref().ok_or(
-                            "the authorization server offers no dynamic client registration; register a client there and pass --client-id",
-                        )?;
-                        let method =
-                            choose_auth_method(&found.server.token_endpoint_auth_methods, false);
-                        let registration = register(
-                            &self.http,
-                            registration_endpoint,
-                            None,
-                            &method,
-                            scope.as_deref(),
-                        )
-                        .await?;
-                        document
-                            .registrations
-                            .insert(found.server.issuer.clone(), registration.clone());
-                        self.store.save(&document)?;
-                        registration
+                        self.register_and_keep(&found, None, scope.as_deref())
+                            .await?
                     }
                 }
             }
@@ -115,26 +99,13 @@ impl ServerAuth {
                         TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
                     },
                 )?;
-                let mut grant = grant_from(
+                return self.keep_login(
                     token,
-                    &Issued {
-                        issuer: &found.server.issuer,
-                        token_endpoint: found.server.token_endpoint.as_str(),
-                        client_id: &client.client_id,
-                        resource: resource.as_deref(),
-                        requested_scope: scope.as_deref(),
-                    },
-                    None,
-                    unix_now(),
+                    &found,
+                    &client.client_id,
+                    scope.as_deref(),
+                    "a device code",
                 );
-                grant.revocation_endpoint = found
-                    .server
-                    .revocation_endpoint
-                    .as_ref()
-                    .map(|u| u.to_string());
-                self.store_grant(&grant)?;
-                tracing::info!(issuer = %found.server.issuer, "logged in with a device code");
-                return Ok(grant);
             }
             let error = serde_json::from_slice::<serde_json::Value>(&fetched.body)
                 .ok()

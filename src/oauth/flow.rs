@@ -141,7 +141,7 @@ impl ServerAuth {
                 .await;
         }
         let preferred_port = self.settings.callback_port;
-        let mut document = self.store.load()?;
+        let document = self.store.load()?;
         let cached = document
             .registrations
             .get(&found.server.issuer)
@@ -195,23 +195,8 @@ impl ServerAuth {
                 cached
             }
             (None, _) => {
-                let endpoint = found.server.registration_endpoint.as_ref().ok_or(
-                    "the authorization server offers no dynamic client registration; register a client there and pass --client-id (and --client-secret if it has one)",
-                )?;
-                let method = choose_auth_method(&found.server.token_endpoint_auth_methods, false);
-                let registration = register(
-                    &self.http,
-                    endpoint,
-                    Some(&callback.redirect_uri),
-                    &method,
-                    scope.as_deref(),
-                )
-                .await?;
-                document
-                    .registrations
-                    .insert(found.server.issuer.clone(), registration.clone());
-                self.store.save(&document)?;
-                registration
+                self.register_and_keep(&found, Some(&callback.redirect_uri), scope.as_deref())
+                    .await?
             }
         };
 
@@ -266,28 +251,13 @@ impl ServerAuth {
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        let mut grant = grant_from(
+        self.keep_login(
             answer,
-            &Issued {
-                issuer: &found.server.issuer,
-                token_endpoint: found.server.token_endpoint.as_str(),
-                client_id: &client.client_id,
-                resource: resource.as_deref(),
-                requested_scope: scope.as_deref(),
-            },
-            None,
-            unix_now(),
-        );
-        grant.revocation_endpoint = found
-            .server
-            .revocation_endpoint
-            .as_ref()
-            .map(|u| u.to_string());
-        let mut document = self.store.load()?;
-        document.grants.insert(self.key(), grant.clone());
-        self.store.save(&document)?;
-        tracing::info!(issuer = %found.server.issuer, "logged in");
-        Ok(grant)
+            &found,
+            &client.client_id,
+            scope.as_deref(),
+            "a browser",
+        )
     }
 
     /// Exchanges the grant's refresh token. On success the new grant is stored (a rotated
@@ -450,6 +420,59 @@ impl ServerAuth {
             _ => None,
         };
         self.http.post_form(endpoint, &form, basic).await
+    }
+
+    /// Registers at the discovered server (Dynamic Client Registration) and keeps the
+    /// registration under its issuer. `redirect_uri` is `None` for the device flow.
+    pub(super) async fn register_and_keep(
+        &self,
+        found: &Discovered,
+        redirect_uri: Option<&str>,
+        scope: Option<&str>,
+    ) -> Result<Registration, String> {
+        let endpoint = found.server.registration_endpoint.as_ref().ok_or(
+            "the authorization server offers no dynamic client registration; register a client there and pass --client-id (and --client-secret if it has one)",
+        )?;
+        let method = choose_auth_method(&found.server.token_endpoint_auth_methods, false);
+        let registration = register(&self.http, endpoint, redirect_uri, &method, scope).await?;
+        let mut document = self.store.load()?;
+        document
+            .registrations
+            .insert(found.server.issuer.clone(), registration.clone());
+        self.store.save(&document)?;
+        Ok(registration)
+    }
+
+    /// Turns a login's token answer into this server's grant, stores it, and returns it.
+    pub(super) fn keep_login(
+        &self,
+        answer: super::token::TokenAnswer,
+        found: &Discovered,
+        client_id: &str,
+        scope: Option<&str>,
+        how: &str,
+    ) -> Result<Grant, String> {
+        let resource = self.resource();
+        let mut grant = grant_from(
+            answer,
+            &Issued {
+                issuer: &found.server.issuer,
+                token_endpoint: found.server.token_endpoint.as_str(),
+                client_id,
+                resource: resource.as_deref(),
+                requested_scope: scope,
+            },
+            None,
+            unix_now(),
+        );
+        grant.revocation_endpoint = found
+            .server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string());
+        self.store_grant(&grant)?;
+        tracing::info!(issuer = %found.server.issuer, "logged in with {how}");
+        Ok(grant)
     }
 
     /// Saves `grant` as this server's.
