@@ -47,6 +47,11 @@ impl KeyringStore {
     /// session bus (servers, containers, CI).
     #[cfg(target_os = "linux")]
     pub fn secret_service() -> Result<Self, KeyringError> {
+        // Without a session bus there is no Secret Service; saying so without starting
+        // zbus saves a thread and a megabyte on every headless start.
+        if !session_bus_present() {
+            return Err(KeyringError::NoAccess("no D-Bus session bus".into()));
+        }
         bounded(zbus_secret_service_keyring_store::Store::new)
             .and_then(|r| r.map_err(classify))
             .map(|store| KeyringStore::new(store))
@@ -89,6 +94,19 @@ impl KeyringStore {
             Err(e) => Err(classify(e)),
         }
     }
+}
+
+/// Whether a D-Bus session bus can exist: an address in the environment, or the usual
+/// socket in the user's runtime directory.
+#[cfg(target_os = "linux")]
+fn session_bus_present() -> bool {
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|a| !a.is_empty()) {
+        return true;
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| format!("/run/user/{}", rustix::process::getuid().as_raw()).into());
+    runtime.join("bus").exists()
 }
 
 fn classify(e: Error) -> KeyringError {
