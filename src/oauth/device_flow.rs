@@ -6,8 +6,8 @@ use super::challenge::Challenge;
 use super::device::{self, DeviceAnswer, Poll, next_interval, poll_error, poll_form, request_form};
 use super::discovery::discover;
 use super::flow::ServerAuth;
-use super::registration::{choose_auth_method, still_valid};
-use super::store::{Grant, Registration};
+use super::registration::still_valid;
+use super::store::Grant;
 use super::token::{TokenFailure, read_answer, unix_now};
 use crate::logging::notice;
 
@@ -21,16 +21,7 @@ impl ServerAuth {
         let endpoint = device::endpoint(found.server.device_authorization_endpoint.as_ref())?;
         let scope = self.scope(&found, challenge);
         let client = match &self.settings.client_id {
-            Some(client_id) => Registration {
-                client_id: client_id.clone(),
-                client_secret: self.settings.client_secret.clone(),
-                client_secret_expires_at: None,
-                token_endpoint_auth_method: choose_auth_method(
-                    &found.server.token_endpoint_auth_methods,
-                    self.settings.client_secret.is_some(),
-                ),
-                redirect_uri: None,
-            },
+            Some(client_id) => self.configured_client(client_id, &found),
             None => {
                 let document = self.store.load()?;
                 match document

@@ -179,16 +179,7 @@ impl ServerAuth {
                 token_endpoint_auth_method: "none".into(),
                 redirect_uri: None,
             },
-            (Some(client_id), _) => Registration {
-                client_id: client_id.clone(),
-                client_secret: self.settings.client_secret.clone(),
-                client_secret_expires_at: None,
-                token_endpoint_auth_method: choose_auth_method(
-                    &found.server.token_endpoint_auth_methods,
-                    self.settings.client_secret.is_some(),
-                ),
-                redirect_uri: None,
-            },
+            (Some(client_id), _) => self.configured_client(client_id, &found),
             (None, Some(cached))
                 if cached.redirect_uri.as_deref() == Some(&callback.redirect_uri) =>
             {
@@ -420,6 +411,21 @@ impl ServerAuth {
             _ => None,
         };
         self.http.post_form(endpoint, &form, basic).await
+    }
+
+    /// The client given with --client-id (and --client-secret), authenticating the way the
+    /// server's metadata allows.
+    pub(super) fn configured_client(&self, client_id: &str, found: &Discovered) -> Registration {
+        Registration {
+            client_id: client_id.to_owned(),
+            client_secret: self.settings.client_secret.clone(),
+            client_secret_expires_at: None,
+            token_endpoint_auth_method: choose_auth_method(
+                &found.server.token_endpoint_auth_methods,
+                self.settings.client_secret.is_some(),
+            ),
+            redirect_uri: None,
+        }
     }
 
     /// Registers at the discovered server (Dynamic Client Registration) and keeps the
