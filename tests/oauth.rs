@@ -389,7 +389,8 @@ async fn relay_with_oauth_logs_in_through_the_browser_then_relays() {
 async fn a_refused_token_is_refreshed_once_and_the_rotated_one_is_stored() {
     let scene = Scene::new(3600).await;
     let (upstream, world, state) = (&scene.upstream, &scene.world, &scene.state);
-    let mut relay = scene.relay(&["--oauth"]).await;
+    // A whole login and refresh at trace level: no secret may reach stderr.
+    let mut relay = scene.relay(&["--oauth", "--log-level", "trace"]).await;
     relay.initialize().await;
     world.revoke_all_access();
     let listed = relay.call(json!(1), "tools/list", json!({})).await;
@@ -411,6 +412,14 @@ async fn a_refused_token_is_refreshed_once_and_the_rotated_one_is_stored() {
         stored.contains("rt-secret-2") && !stored.contains("rt-secret-1"),
         "rotated"
     );
+    relay.close_stdin();
+    relay.wait_exit().await;
+    let stderr = relay.stderr();
+    assert!(
+        stderr.contains("TRACE") || stderr.contains("DEBUG"),
+        "trace logging was on"
+    );
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
 }
 
 #[tokio::test]
