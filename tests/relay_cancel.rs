@@ -33,13 +33,9 @@ fn late_answer_on_get(
     }
 }
 
-static LATE: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
-    std::sync::LazyLock::new(Default::default);
-
-#[tokio::test]
-async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
-    let upstream = Upstream::start(late_answer_on_get(&LATE, "c1")).await;
-    let mut relay = Relay::start(&upstream.url, &[]).await;
+/// Initializes, waits for the GET stream, starts a call with `id` that hangs upstream, and
+/// cancels it.
+async fn start_then_cancel(relay: &mut Relay, upstream: &Upstream, id: &str) {
     relay.initialize().await;
     upstream
         .wait_until("the GET stream", |s| {
@@ -47,11 +43,22 @@ async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
         })
         .await;
     relay
-        .send(json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"slow"}}))
+        .send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"slow"}}))
         .await;
     upstream.wait_for_method("tools/call").await;
+    relay
+        .send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user"}}))
+        .await;
+}
 
-    relay.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}})).await;
+static LATE: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[tokio::test]
+async fn cancel_aborts_the_upstream_exchange_and_drops_the_late_answer() {
+    let upstream = Upstream::start(late_answer_on_get(&LATE, "c1")).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    start_then_cancel(&mut relay, &upstream, "c1").await;
     // The call's HTTP exchange is torn down, and the cancel is forwarded upstream.
     upstream.wait_dropped(1).await;
     let cancels = upstream.wait_for_method("notifications/cancelled").await;
@@ -111,21 +118,7 @@ static LATE3: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
 async fn a_cancelled_id_is_forgotten_after_cancel_ttl() {
     let upstream = Upstream::start(late_answer_on_get(&LATE3, "c3")).await;
     let mut relay = Relay::start(&upstream.url, &["--cancel-ttl", "0.05"]).await;
-    relay.initialize().await;
-    upstream
-        .wait_until("the GET stream", |s| {
-            s.iter().any(|s| s.method == Method::GET)
-        })
-        .await;
-    relay
-        .send(json!({"jsonrpc":"2.0","id":"c3","method":"tools/call","params":{"name":"slow"}}))
-        .await;
-    upstream.wait_for_method("tools/call").await;
-    relay
-        .send(
-            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c3"}}),
-        )
-        .await;
+    start_then_cancel(&mut relay, &upstream, "c3").await;
     upstream.wait_for_method("notifications/cancelled").await;
     // Not a wait for an event: the bound under test is time itself. 0.3 s is six TTLs.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -122,6 +122,13 @@ fn classify(e: Error) -> KeyringError {
 fn bounded<T: Send + 'static>(
     call: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, KeyringError> {
+    bounded_for(PATIENCE, call)
+}
+
+fn bounded_for<T: Send + 'static>(
+    patience: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, KeyringError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("keyring".into())
@@ -129,10 +136,10 @@ fn bounded<T: Send + 'static>(
             let _ = tx.send(call());
         })
         .map_err(|e| KeyringError::Failed(format!("cannot start a keyring call ({e})")))?;
-    rx.recv_timeout(PATIENCE).map_err(|_| {
+    rx.recv_timeout(patience).map_err(|_| {
         KeyringError::NoAccess(format!(
             "the keyring did not answer within {} s (locked, or waiting for a prompt)",
-            PATIENCE.as_secs()
+            patience.as_secs_f64()
         ))
     })
 }
@@ -141,6 +148,18 @@ fn bounded<T: Send + 'static>(
 mod tests {
     use super::*;
     use crate::oauth::store::Registration;
+
+    #[test]
+    fn a_keyring_call_that_hangs_is_given_up() {
+        let outcome = bounded_for(Duration::from_millis(50), || {
+            std::thread::sleep(Duration::from_millis(500));
+        });
+        match outcome {
+            Err(KeyringError::NoAccess(e)) => assert!(e.contains("did not answer"), "{e}"),
+            _ => panic!("a hung keyring call must be abandoned"),
+        }
+        assert_eq!(bounded_for(Duration::from_secs(5), || 7).unwrap(), 7);
+    }
 
     #[test]
     fn round_trips_through_a_keyring() {
