@@ -1,0 +1,236 @@
+//! The per-request `_meta` envelope of 2026-07-28: reading a modern host's claim, stamping
+//! one onto a legacy host's request, and stripping it before a legacy server sees it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::{
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+};
+
+/// What a modern request declares about its sender.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub version: String,
+    pub capabilities: Value,
+    pub client_info: Option<Value>,
+    pub log_level: Option<String>,
+}
+
+/// Why a modern claim cannot be served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimError {
+    /// Required keys are missing or have the wrong type: -32602.
+    Malformed(String),
+    /// A version the relay does not implement: -32022 with the supported list.
+    Unsupported { requested: String },
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<BTreeMap<String, &'a RawValue>>,
+}
+
+/// True when `params._meta` carries the protocol-version key: the request claims to be
+/// modern, and any defect in its envelope is an error, never a silent legacy fallback.
+pub fn claims_modern(params: Option<&RawValue>) -> bool {
+    let Some(params) = params else { return false };
+    serde_json::from_str::<Params<'_>>(params.get())
+        .ok()
+        .and_then(|p| p.meta)
+        .is_some_and(|meta| meta.contains_key(META_PROTOCOL_VERSION))
+}
+
+/// Reads and checks a modern request's envelope. `Ok(None)` when it makes no claim.
+pub fn read_claim(params: Option<&RawValue>) -> Result<Option<Claim>, ClaimError> {
+    let Some(params) = params else {
+        return Ok(None);
+    };
+    let Ok(parsed) = serde_json::from_str::<Params<'_>>(params.get()) else {
+        return Ok(None);
+    };
+    let Some(meta) = parsed.meta else {
+        return Ok(None);
+    };
+    let Some(version) = meta.get(META_PROTOCOL_VERSION) else {
+        return Ok(None);
+    };
+    let version: String = serde_json::from_str(version.get()).map_err(|_| {
+        ClaimError::Malformed(format!(
+            "_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
+        ))
+    })?;
+    let capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(value @ Value::Object(_)) => value,
+            _ => {
+                return Err(ClaimError::Malformed(format!(
+                    "_meta[\"{META_CLIENT_CAPABILITIES}\"] must be an object"
+                )));
+            }
+        },
+        None => {
+            return Err(ClaimError::Malformed(format!(
+                "missing required _meta key \"{META_CLIENT_CAPABILITIES}\""
+            )));
+        }
+    };
+    if !MODERN_VERSIONS.contains(&version.as_str()) {
+        return Err(ClaimError::Unsupported { requested: version });
+    }
+    let client_info = meta
+        .get(META_CLIENT_INFO)
+        .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        .filter(Value::is_object);
+    let log_level = meta
+        .get(META_LOG_LEVEL)
+        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+    Ok(Some(Claim {
+        version,
+        capabilities,
+        client_info,
+        log_level,
+    }))
+}
+
+/// The envelope the relay puts on a legacy host's requests to a modern server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamp {
+    pub version: String,
+    pub capabilities: Value,
+    pub client_info: Value,
+    pub log_level: Option<String>,
+}
+
+/// `params` (absent counts as `{}`) as an object; `None` if they are not an object.
+pub fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
+    match params {
+        None => Some(Map::new()),
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(Value::Object(map)) => Some(map),
+            _ => None,
+        },
+    }
+}
+
+/// Puts the stamp's keys into `params._meta`, keeping everything else (a progress token,
+/// trace context, unknown keys) as it was.
+pub fn stamp(params: &mut Map<String, Value>, stamp: &Stamp) {
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    let meta = meta.as_object_mut().expect("made an object above");
+    meta.insert(META_PROTOCOL_VERSION.into(), stamp.version.clone().into());
+    meta.insert(META_CLIENT_CAPABILITIES.into(), stamp.capabilities.clone());
+    meta.insert(META_CLIENT_INFO.into(), stamp.client_info.clone());
+    match &stamp.log_level {
+        Some(level) => meta.insert(META_LOG_LEVEL.into(), level.clone().into()),
+        None => meta.remove(META_LOG_LEVEL),
+    };
+}
+
+/// Removes the envelope keys (`io.modelcontextprotocol/…`) before a request goes to a legacy
+/// server, which may refuse them on a handshake session; drops `_meta` if nothing is left.
+pub fn strip(params: &mut Map<String, Value>) {
+    let Some(Value::Object(meta)) = params.get_mut("_meta") else {
+        return;
+    };
+    meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+}
+
+/// One request line from its parts.
+pub fn request_line(id: &str, method: &str, params: &Map<String, Value>) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("a string serializes");
+    let params = serde_json::to_string(params).expect("a JSON map serializes");
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{params}}}"#).into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_claim_is_the_protocol_version_key() {
+        let modern = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
+        assert!(claims_modern(Some(&modern)));
+        let legacy = raw(r#"{"_meta":{"progressToken":1}}"#);
+        assert!(!claims_modern(Some(&legacy)));
+        assert!(!claims_modern(None));
+    }
+
+    #[test]
+    fn reads_a_complete_claim() {
+        let params = raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"h","version":"1"},"io.modelcontextprotocol/logLevel":"debug"}}"#,
+        );
+        let claim = read_claim(Some(&params)).unwrap().unwrap();
+        assert_eq!(claim.version, "2026-07-28");
+        assert_eq!(claim.capabilities, json!({"elicitation":{}}));
+        assert_eq!(claim.log_level.as_deref(), Some("debug"));
+    }
+
+    #[test]
+    fn a_claim_without_capabilities_is_malformed() {
+        let params = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
+        assert!(matches!(
+            read_claim(Some(&params)),
+            Err(ClaimError::Malformed(m)) if m.contains("clientCapabilities")
+        ));
+    }
+
+    #[test]
+    fn an_unknown_version_is_unsupported() {
+        let params = raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        );
+        assert_eq!(
+            read_claim(Some(&params)),
+            Err(ClaimError::Unsupported {
+                requested: "1900-01-01".into()
+            })
+        );
+    }
+
+    #[test]
+    fn stamping_keeps_the_progress_token_and_stripping_removes_only_the_envelope() {
+        let params = raw(r#"{"name":"t","_meta":{"progressToken":7,"vendor.x/y":1}}"#);
+        let mut map = params_object(Some(&params)).unwrap();
+        stamp(
+            &mut map,
+            &Stamp {
+                version: "2026-07-28".into(),
+                capabilities: json!({}),
+                client_info: json!({"name":"h","version":"1"}),
+                log_level: Some("info".into()),
+            },
+        );
+        let meta = &map["_meta"];
+        assert_eq!(meta["progressToken"], 7);
+        assert_eq!(meta[META_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(meta[META_LOG_LEVEL], "info");
+        strip(&mut map);
+        assert_eq!(map["_meta"], json!({"progressToken":7,"vendor.x/y":1}));
+        let mut bare = params_object(Some(&raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+        )))
+        .unwrap();
+        strip(&mut bare);
+        assert!(!bare.contains_key("_meta"));
+    }
+}

@@ -1,0 +1,308 @@
+//! `x-mcp-header` (§4.7.4): which tool arguments a client mirrors into `Mcp-Param-*`
+//! headers, the checks that make a tool definition unusable, and the header values for
+//! one call.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::headers::{PARAM_PREFIX, encode_value};
+
+/// The JSON type an annotated property has; only these three may carry the annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    String,
+    Integer,
+    Boolean,
+}
+
+/// One annotated property: `Mcp-Param-{header}` mirrors `arguments` at `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamHeader {
+    pub header: String,
+    pub path: Vec<String>,
+    pub kind: ParamType,
+}
+
+/// Keywords whose value is one subschema, a list of them, or a map of them. Values under
+/// any other keyword (`default`, `enum`, `examples`, …) are data, not schemas.
+const ONE: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+];
+const LIST: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
+const MAP: &[&str] = &[
+    "$defs",
+    "definitions",
+    "patternProperties",
+    "dependentSchemas",
+];
+
+/// The annotated properties of a tool's `inputSchema`, or why the tool must not be offered.
+pub fn param_headers(input_schema: &Value) -> Result<Vec<ParamHeader>, String> {
+    let mut found = Vec::new();
+    walk(input_schema, &mut Vec::new(), true, &mut found)?;
+    let mut seen = HashSet::new();
+    for param in &found {
+        if !seen.insert(param.header.to_ascii_lowercase()) {
+            return Err(format!(
+                "x-mcp-header {:?} is used twice (names are compared case-insensitively)",
+                param.header
+            ));
+        }
+    }
+    Ok(found)
+}
+
+fn walk(
+    schema: &Value,
+    path: &mut Vec<String>,
+    reachable: bool,
+    found: &mut Vec<ParamHeader>,
+) -> Result<(), String> {
+    let Value::Object(schema) = schema else {
+        return Ok(());
+    };
+    if let Some(annotation) = schema.get("x-mcp-header") {
+        if !reachable || path.is_empty() {
+            return Err(
+                "x-mcp-header may only annotate a property reached from the root through \"properties\" alone"
+                    .into(),
+            );
+        }
+        found.push(ParamHeader {
+            header: header_name(annotation)?,
+            path: path.clone(),
+            kind: param_type(schema)?,
+        });
+    }
+    for (keyword, value) in schema {
+        match keyword.as_str() {
+            "properties" => {
+                if let Value::Object(properties) = value {
+                    for (name, sub) in properties {
+                        path.push(name.clone());
+                        let walked = walk(sub, path, reachable, found);
+                        path.pop();
+                        walked?;
+                    }
+                }
+            }
+            k if ONE.contains(&k) => walk(value, path, false, found)?,
+            k if LIST.contains(&k) => {
+                for sub in value.as_array().into_iter().flatten() {
+                    walk(sub, path, false, found)?;
+                }
+            }
+            k if MAP.contains(&k) => {
+                for sub in value.as_object().into_iter().flat_map(Map::values) {
+                    walk(sub, path, false, found)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn header_name(annotation: &Value) -> Result<String, String> {
+    let Value::String(name) = annotation else {
+        return Err("x-mcp-header must be a string".into());
+    };
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() {
+        return Err("x-mcp-header must not be empty".into());
+    }
+    if !name.chars().all(tchar) {
+        return Err(format!(
+            "x-mcp-header {name:?} may contain only HTTP token characters"
+        ));
+    }
+    Ok(name.clone())
+}
+
+fn param_type(schema: &Map<String, Value>) -> Result<ParamType, String> {
+    let named = |t: &str| match t {
+        "string" => Some(ParamType::String),
+        "integer" => Some(ParamType::Integer),
+        "boolean" => Some(ParamType::Boolean),
+        _ => None,
+    };
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => named(t),
+        // ["string", "null"]: one primitive type, nullable.
+        Some(Value::Array(types)) => {
+            let kinds: Vec<_> = types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+                .collect();
+            match kinds.as_slice() {
+                [one] if kinds.len() + 1 >= types.len() => named(one),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    kind.ok_or_else(|| {
+        "x-mcp-header may only annotate a property of type string, integer or boolean".into()
+    })
+}
+
+/// The `Mcp-Param-*` headers of one call: (lower-case name, encoded value). A value that is
+/// absent or null gets no header.
+pub fn values(params: &[ParamHeader], arguments: Option<&Value>) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    for param in params {
+        let mut at = arguments;
+        for step in &param.path {
+            at = at.and_then(|v| v.get(step));
+        }
+        let value = match at {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => encode_value(s),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => match n.as_f64() {
+                // 42.0 is the integer 42; the server compares numerically.
+                Some(f) if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
+                    format!("{}", f as i64)
+                }
+                _ => n.to_string(),
+            },
+            Some(_) => continue,
+        };
+        headers.push((
+            format!("{PARAM_PREFIX}{}", param.header.to_ascii_lowercase()),
+            value,
+        ));
+    }
+    headers
+}
+
+/// Removes from a `tools/list` result every tool whose annotations break the rules, and
+/// returns the usable tools' headers by name, plus (name, reason) for each dropped tool.
+pub type Listed = (Vec<(String, Vec<ParamHeader>)>, Vec<(String, String)>);
+
+pub fn filter_list(result: &mut Value) -> Listed {
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    if let Some(Value::Array(tools)) = result.get_mut("tools") {
+        tools.retain(|tool| {
+            let name = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let schema = tool.get("inputSchema").unwrap_or(&Value::Null);
+            match param_headers(schema) {
+                Ok(params) => {
+                    kept.push((name, params));
+                    true
+                }
+                Err(reason) => {
+                    dropped.push((name, reason));
+                    false
+                }
+            }
+        });
+    }
+    (kept, dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn headers_of(schema: Value) -> Result<Vec<ParamHeader>, String> {
+        param_headers(&schema)
+    }
+
+    #[test]
+    fn finds_top_level_and_nested_annotations() {
+        let params = headers_of(json!({"type":"object","properties":{
+            "region":{"type":"string","x-mcp-header":"Region"},
+            "opts":{"type":"object","properties":{"level":{"type":"integer","x-mcp-header":"Level"}}},
+            "query":{"type":"string"}}}))
+        .unwrap();
+        assert_eq!(params.len(), 2);
+        assert_eq!(params[1].path, vec!["opts".to_owned(), "level".to_owned()]);
+        assert_eq!(params[1].kind, ParamType::Integer);
+    }
+
+    #[test]
+    fn refuses_every_invalid_annotation_of_the_conformance_suite() {
+        let bad = [
+            json!({"properties":{"v":{"type":"string","x-mcp-header":""}}}),
+            json!({"properties":{"v":{"type":"object","x-mcp-header":"Data"}}}),
+            json!({"properties":{"v":{"type":"array","items":{"type":"string"},"x-mcp-header":"Items"}}}),
+            json!({"properties":{"v":{"type":"null","x-mcp-header":"Nil"}}}),
+            json!({"properties":{"v":{"type":"number","x-mcp-header":"Score"}}}),
+            json!({"properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"string","x-mcp-header":"Region"}}}),
+            json!({"properties":{"a":{"type":"string","x-mcp-header":"MyField"},"b":{"type":"string","x-mcp-header":"myfield"}}}),
+            json!({"properties":{"v":{"type":"string","x-mcp-header":"My Region"}}}),
+            json!({"properties":{"v":{"type":"string","x-mcp-header":"Region:Primary"}}}),
+            json!({"properties":{"v":{"type":"string","x-mcp-header":"Région"}}}),
+            json!({"properties":{"v":{"type":"string","x-mcp-header":"Region\t1"}}}),
+            json!({"properties":{"v":{"type":"array","items":{"type":"string","x-mcp-header":"I"}}}}),
+            json!({"properties":{"v":{"anyOf":[{"type":"string","x-mcp-header":"A"}]}}}),
+            json!({"$defs":{"d":{"type":"string","x-mcp-header":"D"}}}),
+        ];
+        for schema in bad {
+            assert!(headers_of(schema.clone()).is_err(), "{schema}");
+        }
+    }
+
+    #[test]
+    fn a_property_named_like_the_keyword_is_just_a_property() {
+        let params = headers_of(json!({"properties":{"x-mcp-header":{"type":"string"}},
+            "default":{"x-mcp-header":"NotASchema"}}))
+        .unwrap();
+        assert!(params.is_empty());
+    }
+
+    #[test]
+    fn encodes_each_kind_and_omits_null() {
+        let params = headers_of(json!({"properties":{
+            "r":{"type":"string","x-mcp-header":"Region"},
+            "p":{"type":"integer","x-mcp-header":"Priority"},
+            "v":{"type":["boolean","null"],"x-mcp-header":"Verbose"},
+            "n":{"type":"string","x-mcp-header":"NonAscii"}}}))
+        .unwrap();
+        let values = values(
+            &params,
+            Some(&json!({"r":"us-west1","p":42.0,"v":null,"n":"日本"})),
+        );
+        assert_eq!(
+            values,
+            vec![
+                ("mcp-param-region".to_owned(), "us-west1".to_owned()),
+                ("mcp-param-priority".to_owned(), "42".to_owned()),
+                (
+                    "mcp-param-nonascii".to_owned(),
+                    "=?base64?5pel5pys?=".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn filtering_keeps_valid_tools_and_names_the_dropped_ones() {
+        let mut result = json!({"tools":[
+            {"name":"good","inputSchema":{"properties":{"r":{"type":"string","x-mcp-header":"Region"}}}},
+            {"name":"bad","inputSchema":{"properties":{"r":{"type":"number","x-mcp-header":"Score"}}}}]});
+        let (kept, dropped) = filter_list(&mut result);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(dropped[0].0, "bad");
+        assert_eq!(result["tools"].as_array().unwrap().len(), 1);
+    }
+}
