@@ -32,10 +32,11 @@ fn is_plain(value: &str) -> bool {
     let bytes = value.as_bytes();
     let allowed = |b: &u8| (0x20..=0x7e).contains(b) || *b == b'\t';
     let edge_space = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    let sentinel = value.starts_with(SENTINEL_OPEN) && value.ends_with(SENTINEL_CLOSE);
     bytes.iter().all(allowed)
         && !edge_space(bytes.first())
         && !edge_space(bytes.last())
-        && !(value.starts_with(SENTINEL_OPEN) && value.ends_with(SENTINEL_CLOSE))
+        && !sentinel
 }
 
 /// The standard headers of one modern request: (lower-case name, value) pairs. Fails when
