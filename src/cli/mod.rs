@@ -127,6 +127,28 @@ struct RelayArgs {
 
     #[command(flatten)]
     oauth_args: oauth::OAuthArgs,
+
+    /// Protocol era spoken upstream: auto (probe with server/discover), legacy (the
+    /// initialize handshake) or modern (2026-07-28).
+    #[arg(long, value_enum, default_value = "auto")]
+    protocol_era: ProtocolEra,
+
+    /// Rounds of input a 2026-07-28 server may ask of a legacy host in one call
+    /// (input_required); the call is abandoned after that.
+    #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_input_rounds: u32,
+
+    /// Seconds the host may take to answer a question the server asked during a call
+    /// (an elicitation, a sampling request, its roots).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = positive_seconds, allow_hyphen_values = true)]
+    input_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ProtocolEra {
+    Auto,
+    Legacy,
+    Modern,
 }
 
 /// Parses the process arguments, runs the chosen mode and returns the exit code.
@@ -289,6 +311,13 @@ fn relay_config(
         max_retries: args.max_retries,
         retry_after_cap: args.retry_after_max,
         max_reconnects: args.max_reconnects,
+        protocol_era: match args.protocol_era {
+            ProtocolEra::Auto => crate::relay::detect::EraChoice::Auto,
+            ProtocolEra::Legacy => crate::relay::detect::EraChoice::Legacy,
+            ProtocolEra::Modern => crate::relay::detect::EraChoice::Modern,
+        },
+        max_input_rounds: args.max_input_rounds,
+        input_timeout: args.input_timeout,
         shutdown_grace: args.shutdown_grace,
         oauth,
     })

@@ -4,6 +4,8 @@ use serde_json::value::RawValue;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// Implementation-defined server error: used for every upstream or transport failure.
 pub const UPSTREAM_ERROR: i64 = -32000;

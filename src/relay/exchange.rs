@@ -21,6 +21,8 @@ use crate::jsonrpc::message::{self, IdKey, Kind};
 /// A request from the host, owned so its task can outlive the line buffer.
 pub struct Call {
     pub id: IdKey,
+    /// The id exactly as the host wrote it.
+    pub raw_id: String,
     pub method: String,
     pub line: Bytes,
 }
@@ -196,7 +198,7 @@ async fn read_stream(
     }
 }
 
-fn is_event_stream(response: &Response) -> bool {
+pub(super) fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
         .get(CONTENT_TYPE)
@@ -204,7 +206,7 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }
 
-fn is_jsonrpc_error(body: &[u8]) -> bool {
+pub(super) fn is_jsonrpc_error(body: &[u8]) -> bool {
     message::parse(body).is_ok_and(|m| m.kind == Kind::Response && m.error.is_some())
 }
 
@@ -235,7 +237,7 @@ fn too_large(max: usize) -> Failure {
 }
 
 /// The error for an HTTP status that came without a JSON-RPC answer.
-fn status_failure(status: StatusCode, retry_after: Option<Duration>) -> Failure {
+pub(super) fn status_failure(status: StatusCode, retry_after: Option<Duration>) -> Failure {
     let code = status.as_u16();
     let message = match code {
         401 => "HTTP 401 from upstream: the server requires authorization; pass --bearer-token (or MCP_BEARER_TOKEN) or -H 'Authorization: ...'".to_owned(),

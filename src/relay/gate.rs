@@ -66,6 +66,8 @@ pub struct Gate {
     max_in_flight: usize,
     slots: Mutex<HashMap<IdKey, Slot>>,
     cancelled: Mutex<CancelTracker>,
+    /// Where upstream messages other than answers go instead of stdout, when set.
+    diverted: std::sync::OnceLock<mpsc::Sender<Vec<u8>>>,
 }
 
 impl Gate {
@@ -81,7 +83,19 @@ impl Gate {
             max_in_flight,
             slots: Mutex::new(HashMap::new()),
             cancelled: Mutex::new(CancelTracker::new(cancel_ttl, max_in_flight.max(256) * 4)),
+            diverted: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sends upstream requests and notifications to `to` instead of stdout from now on.
+    /// Returns false if they were already diverted.
+    pub fn divert(&self, to: mpsc::Sender<Vec<u8>>) -> bool {
+        self.diverted.set(to).is_ok()
+    }
+
+    /// Where upstream requests and notifications go, if not to stdout.
+    pub fn diverted(&self) -> Option<&mpsc::Sender<Vec<u8>>> {
+        self.diverted.get()
     }
 
     pub fn outbox(&self) -> &Outbox {

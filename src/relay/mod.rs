@@ -2,30 +2,42 @@
 //! remote server on the other. The loop here reads stdin and dispatches; each request runs
 //! as its own task, so nothing waits behind a slow call.
 
+mod call;
 mod cancel;
+pub mod detect;
 pub mod exchange;
 pub mod gate;
+mod input;
 mod lane;
+mod listen;
 mod methods;
+mod passthrough;
 mod route;
 mod server_stream;
+mod to_legacy;
+mod to_modern;
+mod tool_headers;
 pub mod upstream;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::HeaderMap;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use url::Url;
 
+use crate::era::Era;
 use crate::http::client::ClientOptions;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
 use crate::jsonrpc::framing::{Frame, LineReader, trimmed};
 use crate::jsonrpc::message::{self, IdKey, Invalid, Kind};
 use crate::jsonrpc::stdio::StdioModes;
 use crate::jsonrpc::writer::{self, Outbox};
+use detect::{EraChoice, Eras, UpstreamEra};
 use exchange::Call;
 use gate::{Failure, Gate, Registered, Sink};
 use lane::Lane;
@@ -51,6 +63,12 @@ pub struct RelayConfig {
     pub shutdown_grace: Duration,
     /// OAuth for this server: `None` when a static Authorization is configured.
     pub oauth: Option<crate::oauth::RelayOAuth>,
+    /// `--protocol-era`.
+    pub protocol_era: EraChoice,
+    /// Input rounds a modern server may ask of a legacy host in one call.
+    pub max_input_rounds: u32,
+    /// How long the host may take to answer one of those questions.
+    pub input_timeout: Duration,
 }
 
 /// State shared by the reader loop and every request task.
@@ -61,9 +79,45 @@ pub struct Relay {
     tasks: TaskTracker,
     server_stream: Mutex<Option<tokio::task::AbortHandle>>,
     this: std::sync::Weak<Relay>,
+    /// Which era each side speaks.
+    pub eras: Eras,
+    /// A modern server's tools, for their `Mcp-Param-*` headers.
+    tools: tool_headers::ToolHeaders,
+    /// Requests the relay put to the host, waiting for its answers.
+    host_requests: input::HostRequests,
+    /// Translation state for a legacy host in front of a modern server.
+    legacy_host: to_modern::LegacyHost,
+    /// Translation state for a modern host in front of a legacy server.
+    modern_host: to_legacy::ModernHost,
+    /// Fired when shutdown begins, so long-lived subscriptions can end gracefully.
+    closing: CancellationToken,
+    next_id: AtomicU64,
 }
 
 impl Relay {
+    /// A strong handle to this relay, for work that outlives the caller's borrow.
+    pub fn handle(&self) -> Option<Arc<Relay>> {
+        self.this.upgrade()
+    }
+
+    /// A fresh id for a request of the relay's own making: unique for the process, and in
+    /// a namespace no host uses (`mcp-stdio-…`).
+    pub fn next_upstream_id(&self, kind: &str) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("mcp-stdio-{kind}-{n}")
+    }
+
+    /// From now on, what the server sends outside the host's calls (the session's stream)
+    /// is handled for a modern host instead of being copied to stdout.
+    fn divert_server_messages(&self) {
+        let (tx, rx) = mpsc::channel(256);
+        if self.gate.divert(tx)
+            && let Some(relay) = self.handle()
+        {
+            tokio::spawn(to_legacy::serve_server_messages(relay, rx));
+        }
+    }
+
     /// (Re)starts the GET stream for the current session, replacing any older one.
     pub fn restart_server_stream(&self) {
         let Some(relay) = self.this.upgrade() else {
@@ -114,6 +168,7 @@ pub async fn run(config: RelayConfig) -> i32 {
         config.cancel_ttl,
         config.max_in_flight,
     );
+    let eras = Eras::new(config.protocol_era);
     let relay = Arc::new_cyclic(|this| Relay {
         config,
         upstream,
@@ -121,6 +176,13 @@ pub async fn run(config: RelayConfig) -> i32 {
         tasks: TaskTracker::new(),
         server_stream: Mutex::new(None),
         this: this.clone(),
+        eras,
+        tools: Default::default(),
+        host_requests: Default::default(),
+        legacy_host: Default::default(),
+        modern_host: Default::default(),
+        closing: CancellationToken::new(),
+        next_id: AtomicU64::new(0),
     });
     let (lane, lane_task) = Lane::spawn(relay.clone(), 256);
     let mut reader = LineReader::new(stdio.input(), relay.config.max_message_size);
@@ -157,6 +219,7 @@ async fn shut_down(
     outbox: &Outbox,
 ) {
     let grace = relay.config.shutdown_grace;
+    relay.closing.cancel();
     drop(lane);
     relay.tasks.close();
     let finished = tokio::time::timeout(grace, async {
@@ -239,7 +302,9 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
             let raw_id = parsed.id.expect("requests have ids").get().to_owned();
             let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
             let method = parsed.method.as_deref().unwrap_or_default().to_owned();
-            if method == "initialize" {
+            let claims_modern = detect::claims_modern(parsed.params);
+            let host_era = relay.eras.note_host_request(&method, claims_modern);
+            if method == "initialize" && !claims_modern {
                 relay.upstream.remember_host_initialize(parsed.params);
             }
             match relay.gate.register(id.clone(), &raw_id, sink) {
@@ -270,36 +335,128 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
             }
             let call = Call {
                 id: id.clone(),
+                raw_id,
                 method,
                 line: content.clone(),
             };
-            let task = relay.tasks.spawn(exchange::serve(relay.clone(), call));
+            let task = relay
+                .tasks
+                .spawn(serve_request(relay.clone(), call, host_era));
             relay.gate.attach(&id, task.abort_handle());
             true
         }
         Kind::Notification => {
             let method = parsed.method.as_deref().unwrap_or_default();
-            if method == "notifications/cancelled"
-                && let Some(id) = message::cancelled_request_id(parsed.params)
-            {
-                relay.gate.cancel(&id).await;
-            }
-            if method == "notifications/initialized" {
-                // Sent in line, before anything read after it: some servers refuse
-                // requests that arrive before initialization is complete.
-                if lane::deliver(relay, content).await {
-                    relay.restart_server_stream();
+            let cancelled = (method == "notifications/cancelled")
+                .then(|| message::cancelled_request_id(parsed.params))
+                .flatten();
+            let upstream = relay.eras.upstream_known().map(|u| u.era());
+            match (relay.eras.host(), upstream) {
+                // A modern server gets no notifications: cancelling closes the request's
+                // stream, and nothing else a host sends has a meaning there.
+                (_, Some(Era::Modern)) | (Some(Era::Modern), None) => {
+                    if let Some(id) = &cancelled {
+                        relay.gate.cancel(id).await;
+                    }
+                    if method == "notifications/initialized"
+                        && let Some(UpstreamEra::Modern { version, discover }) =
+                            relay.eras.upstream_known()
+                    {
+                        let capabilities = discover.as_ref().and_then(|d| d.get("capabilities"));
+                        relay
+                            .legacy_host
+                            .listens
+                            .start(relay, &version, capabilities);
+                    }
                 }
-            } else {
-                lane.push(content).await;
+                // A modern host before a legacy server: the cancel goes upstream under the
+                // id the relay sent the request with.
+                (Some(Era::Modern), Some(Era::Legacy)) => {
+                    if let Some(id) = &cancelled {
+                        if let Some(upstream_id) = relay.modern_host.upstream_id_of(id) {
+                            let line = format!(
+                                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{upstream_id}}}}}"#
+                            );
+                            lane.push(Bytes::from(line)).await;
+                        }
+                        relay.gate.cancel(id).await;
+                    }
+                }
+                _ => {
+                    if let Some(id) = &cancelled {
+                        relay.gate.cancel(id).await;
+                    }
+                    if method == "notifications/initialized" {
+                        // Sent in line, before anything read after it: some servers refuse
+                        // requests that arrive before initialization is complete.
+                        if lane::deliver(relay, content).await {
+                            relay.restart_server_stream();
+                        }
+                    } else {
+                        lane.push(content).await;
+                    }
+                }
             }
             false
         }
         Kind::Response => {
-            lane.push(content).await;
+            // An answer to a question the relay itself asked the host?
+            if let Some(id) = parsed.id.and_then(IdKey::from_raw)
+                && relay.host_requests.answer(&id, content.to_vec())
+            {
+                return false;
+            }
+            match relay.eras.upstream_known() {
+                Some(UpstreamEra::Modern { .. }) => {
+                    tracing::warn!(
+                        "dropped an answer from the host that matches no question of the relay's"
+                    );
+                }
+                _ => lane.push(content).await,
+            }
             false
         }
     }
+}
+
+/// Serves one host request on the path its era and the upstream's call for.
+async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
+    let capabilities = probe_capabilities(&call);
+    let upstream = match detect::upstream_era(&relay, &capabilities).await {
+        Ok(upstream) => upstream,
+        Err(failure) => {
+            relay.gate.fail(&call.id, &failure).await;
+            return;
+        }
+    };
+    match (host.unwrap_or(Era::Legacy), upstream) {
+        (Era::Legacy, None | Some(UpstreamEra::Legacy)) => exchange::serve(relay, call).await,
+        (Era::Modern, None | Some(UpstreamEra::Modern { .. })) => {
+            passthrough::serve(relay, call).await
+        }
+        (Era::Legacy, Some(UpstreamEra::Modern { version, discover })) => {
+            to_modern::serve(relay, call, version, discover).await
+        }
+        (Era::Modern, Some(UpstreamEra::Legacy)) => to_legacy::serve(relay, call).await,
+    }
+}
+
+/// The capabilities the era probe declares: the host's own, as far as this request tells
+/// (an `initialize` or a modern envelope), else none.
+fn probe_capabilities(call: &Call) -> serde_json::Value {
+    let Ok(parsed) = message::parse(&call.line) else {
+        return serde_json::json!({});
+    };
+    if let Ok(Some(claim)) = crate::era::envelope::read_claim(parsed.params) {
+        return claim.capabilities;
+    }
+    parsed
+        .params
+        .filter(|_| call.method == "initialize")
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        .and_then(|p| p.get("capabilities").cloned())
+        .map(|c| crate::era::bridge::capabilities_for_modern(&c))
+        .unwrap_or_else(|| serde_json::json!({}))
 }
 
 async fn reject(relay: &Relay, invalid: Invalid, sink: Sink) {

@@ -45,7 +45,14 @@ async fn route_one(gate: &Gate, payload: &[u8], own: Option<&IdKey>) -> Routed {
     };
     let line = one_line(payload).into_owned();
     if parsed.kind != Kind::Response {
-        gate.outbox().send(line).await;
+        match gate.diverted() {
+            Some(to) => {
+                let _ = to.send(line).await;
+            }
+            None => {
+                gate.outbox().send(line).await;
+            }
+        }
         return Routed::Other;
     }
     let id = parsed.id.and_then(IdKey::from_raw);

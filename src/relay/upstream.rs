@@ -46,6 +46,18 @@ struct Session {
     reinit_count: u64,
 }
 
+/// How a POST is framed: on the legacy session, or as a stateless 2026-07-28 request.
+pub enum Wire<'a> {
+    /// Session id and negotiated version from the session (none on `initialize`).
+    Legacy { initialize: bool },
+    /// No session; these headers (`MCP-Protocol-Version`, `Mcp-Method`, …) instead. A
+    /// long-lived request (`subscriptions/listen`) reads under `--sse-read-timeout`.
+    Modern {
+        headers: &'a HeaderMap,
+        long_lived: bool,
+    },
+}
+
 /// A response plus what was true of the session when the request was sent.
 pub struct Posted {
     pub response: Response,
@@ -192,26 +204,49 @@ impl Upstream {
         is_initialize: bool,
         replay_safe: bool,
     ) -> Result<Posted, Failure> {
+        let wire = Wire::Legacy {
+            initialize: is_initialize,
+        };
+        self.post_as(body, &wire, replay_safe).await
+    }
+
+    /// [`Upstream::post`] with the framing chosen by the caller.
+    pub async fn post_as(
+        &self,
+        body: Bytes,
+        wire: &Wire<'_>,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
+        let read_timeout = match wire {
+            Wire::Modern {
+                long_lived: true, ..
+            } => self.stream_read_timeout,
+            _ => Some(self.read_timeout),
+        };
         let mut backoff = retry_backoff(self.max_retries);
         let mut attempt = 0;
         let mut authorization = self.current_authorization().await;
         let mut reauthorized = false;
         let mut stepped_up = false;
         loop {
-            let (mut headers, generation, carried_session) =
-                self.headers(ACCEPT_BOTH, !is_initialize);
+            let (mut headers, generation, carried_session) = match wire {
+                Wire::Legacy { initialize } => self.headers(ACCEPT_BOTH, !initialize),
+                Wire::Modern { headers: extra, .. } => {
+                    let (mut headers, generation, _) = self.headers(ACCEPT_BOTH, false);
+                    // Never a session id on a stateless request, even one given with -H.
+                    headers.remove(SESSION_ID);
+                    for (name, value) in extra.iter() {
+                        headers.insert(name, value.clone());
+                    }
+                    (headers, generation, false)
+                }
+            };
             if let Some(value) = &authorization {
                 headers.insert(AUTHORIZATION, value.clone());
             }
             let sent = self
                 .client
-                .send(
-                    Method::POST,
-                    &self.uri,
-                    headers,
-                    body.clone(),
-                    Some(self.read_timeout),
-                )
+                .send(Method::POST, &self.uri, headers, body.clone(), read_timeout)
                 .await;
             let retries_left = attempt < self.max_retries;
             attempt += 1;
@@ -397,32 +432,45 @@ impl Upstream {
             Failure::upstream("the upstream session expired, and it cannot be re-established because the host never sent initialize")
         })?;
         tracing::info!("upstream session expired (HTTP 404); re-initializing");
-        let request = format!(
-            r#"{{"jsonrpc":"2.0","id":"mcp-stdio-reinitialize-{n}","method":"initialize","params":{params}}}"#
-        );
+        self.initialize(&format!("mcp-stdio-reinitialize-{n}"), &params)
+            .await
+            .map(|_| ())
+            .map_err(|failure| {
+                Failure::upstream(format!(
+                    "the upstream session expired and re-initialization failed: {}",
+                    failure.message
+                ))
+            })
+    }
+
+    /// Runs the handshake with `params` (the relay's own `initialize`, or the host's
+    /// replayed): POSTs it, adopts the session it establishes, sends
+    /// `notifications/initialized`, and returns the answer line.
+    pub async fn initialize(&self, id: &str, params: &str) -> Result<Vec<u8>, Failure> {
+        let id = serde_json::to_string(id).expect("a string serializes");
+        let request =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{params}}}"#);
         let posted = self.post(Bytes::from(request), true, true).await?;
         let status = posted.response.status();
-        if !status.is_success() {
-            return Err(Failure::upstream(format!(
-                "the upstream session expired and re-initialization failed with HTTP {status}"
-            )));
-        }
         let headers = posted.response.headers().clone();
         let answer = read_first_answer(posted.response, self.max_message_size)
             .await
-            .map_err(|e| {
-                Failure::upstream(format!(
-                    "the upstream session expired and re-initialization failed: {e}"
-                ))
-            })?;
+            .map_err(Failure::upstream)?;
+        if !status.is_success() {
+            return Err(Failure::upstream(format!("HTTP {status}")));
+        }
+        let succeeded = message::parse(&answer).is_ok_and(|m| m.result.is_some());
+        if !succeeded {
+            return Ok(answer);
+        }
         self.adopt_initialize(&headers, &answer);
         let initialized =
             Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         let posted = self.post(initialized, false, true).await?;
         if !posted.response.status().is_success() {
-            tracing::warn!(status = %posted.response.status(), "upstream refused notifications/initialized after re-initialization");
+            tracing::warn!(status = %posted.response.status(), "upstream refused notifications/initialized");
         }
-        Ok(())
+        Ok(answer)
     }
 
     /// Ends the session politely (the Python tool never does, leaving ghost sessions).
@@ -511,7 +559,7 @@ fn protocol_version_of(answer: &[u8]) -> Option<String> {
 
 /// Reads a whole response (JSON or SSE) and returns the first JSON-RPC response in it.
 /// Used only for the relay's own requests, whose answers never reach the host.
-async fn read_first_answer(response: Response, max: usize) -> Result<Vec<u8>, String> {
+pub async fn read_first_answer(response: Response, max: usize) -> Result<Vec<u8>, String> {
     use futures_util::StreamExt;
     let is_sse = response
         .headers()

@@ -360,6 +360,13 @@ pub fn standard(seen: &Seen) -> Option<Reply> {
             headers: vec![("mcp-session-id", "session-1".into())],
         }),
         Some("ping") => Some(json_reply(result_for(&request, json!({})))),
+        // The relay's era probe, refused the way a stateful legacy server refuses any
+        // request without a session (the TypeScript and Python SDKs' answer).
+        Some("server/discover") => Some(Reply::Json {
+            status: 400,
+            body: json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}).to_string(),
+            headers: vec![],
+        }),
         _ => None,
     }
 }

@@ -1,0 +1,168 @@
+//! One request sent upstream by the relay on someone's behalf (translated, or its own) and
+//! its answer read back, JSON or SSE. What else arrives on the request's stream is handed
+//! to the caller, who decides whether the host sees it.
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::StatusCode;
+
+use super::Relay;
+use super::exchange::{is_event_stream, is_jsonrpc_error, read_capped, status_failure};
+use super::gate::Failure;
+use super::upstream::{Wire, requested_delay};
+use crate::http::sse::{self, SseError};
+use crate::jsonrpc::error::with_error_object;
+use crate::jsonrpc::framing::one_line;
+use crate::jsonrpc::message::{self, IdKey, Kind, Message};
+
+/// What to do with a message on the request's stream that is not its answer.
+pub enum Aside {
+    /// Send this line to the host.
+    Host(Vec<u8>),
+    /// Nothing.
+    Ignore,
+    /// POST this to the upstream (an answer to the server's own request) and read on.
+    Upstream(Bytes),
+    /// Give up on the request with this error, POSTing the bytes first if given.
+    Fail(Failure, Option<Bytes>),
+}
+
+/// Decides about each message on the way; it sees the parsed message and its bytes.
+pub type AsideFn<'a> = dyn FnMut(&Message<'_>, &[u8]) -> Aside + Send + 'a;
+
+/// The request: its body, its (upstream) id, and how it is framed.
+pub struct Outgoing<'a> {
+    pub body: Bytes,
+    pub id: &'a IdKey,
+    /// The id as written in `body`, for an error the server sent with `id: null`.
+    pub raw_id: &'a str,
+    pub wire: Wire<'a>,
+    pub replay_safe: bool,
+}
+
+/// Sends `request` and returns the line that answers it (carrying the request's own id).
+pub async fn call(
+    relay: &Relay,
+    request: Outgoing<'_>,
+    aside: &mut AsideFn<'_>,
+) -> Result<Vec<u8>, Failure> {
+    let mut recovered = false;
+    loop {
+        let posted = relay
+            .upstream
+            .post_as(request.body.clone(), &request.wire, request.replay_safe)
+            .await?;
+        let status = posted.response.status();
+        if status == StatusCode::NOT_FOUND && posted.carried_session && !recovered {
+            relay.upstream.reinitialize(posted.generation).await?;
+            relay.restart_server_stream();
+            recovered = true;
+            continue;
+        }
+        let response = posted.response;
+        if status == StatusCode::ACCEPTED {
+            return Err(Failure::upstream(
+                "HTTP 202 from upstream: the server accepted the request but sent no answer",
+            )
+            .with_data(serde_json::json!({ "httpStatus": 202 })));
+        }
+        let max = relay.upstream.max_message_size();
+        if status.is_success() && is_event_stream(&response) {
+            let mut events = sse::events(response, max);
+            while let Some(event) = events.next().await {
+                let data = match event {
+                    Ok(event) => event.data,
+                    Err(SseError::TooLarge(max)) => {
+                        return Err(Failure::upstream(format!(
+                            "the upstream answer exceeds --max-message-size ({max} bytes)"
+                        )));
+                    }
+                    Err(e) => return Err(lost(&request, &format!("the stream broke: {e}"))),
+                };
+                let Some(data) = data.filter(|d| !d.trim().is_empty()) else {
+                    continue;
+                };
+                if let Some(answer) = take(relay, &request, data.as_bytes(), aside).await? {
+                    return Ok(answer);
+                }
+            }
+            return Err(lost(&request, "the stream ended before the answer"));
+        }
+        let retry_after = requested_delay(&response);
+        let body = read_capped(response, max).await?;
+        if status.is_success() || is_jsonrpc_error(&body) {
+            if let Some(answer) = take(relay, &request, &body, aside).await? {
+                return Ok(answer);
+            }
+            if status.is_success() {
+                return Err(Failure::upstream(format!(
+                    "HTTP {status} from upstream without an answer to this request"
+                )));
+            }
+        }
+        return Err(status_failure(status, retry_after));
+    }
+}
+
+/// Looks at one payload: the answer is returned; anything else goes to `aside`.
+async fn take(
+    relay: &Relay,
+    request: &Outgoing<'_>,
+    payload: &[u8],
+    aside: &mut AsideFn<'_>,
+) -> Result<Option<Vec<u8>>, Failure> {
+    let parsed = match message::parse(payload) {
+        Ok(parsed) => parsed,
+        Err(problem) => {
+            tracing::warn!(
+                ?problem,
+                "dropped an upstream message that is not valid JSON-RPC"
+            );
+            return Ok(None);
+        }
+    };
+    if parsed.kind == Kind::Response {
+        return Ok(match parsed.id.and_then(IdKey::from_raw) {
+            Some(id) if id == *request.id => Some(one_line(payload).into_owned()),
+            None => parsed
+                .error
+                .map(|error| with_error_object(request.raw_id, error)),
+            Some(other) => {
+                tracing::warn!(id = %other, "dropped an upstream answer to a request that is not pending");
+                None
+            }
+        });
+    }
+    match aside(&parsed, payload) {
+        Aside::Host(line) => {
+            relay.gate.outbox().send(line).await;
+        }
+        Aside::Ignore => {}
+        Aside::Upstream(answer) => post_aside(relay, answer),
+        Aside::Fail(failure, answer) => {
+            if let Some(answer) = answer {
+                post_aside(relay, answer);
+            }
+            return Err(failure);
+        }
+    }
+    Ok(None)
+}
+
+/// POSTs an answer to a server request without holding up the stream it came on.
+fn post_aside(relay: &Relay, answer: Bytes) {
+    if let Some(relay) = relay.handle() {
+        tokio::spawn(async move {
+            super::lane::deliver(&relay, answer).await;
+        });
+    }
+}
+
+fn lost(request: &Outgoing<'_>, what: &str) -> Failure {
+    let consequence = if request.replay_safe {
+        "please retry"
+    } else {
+        "the request may have executed and was not repeated"
+    };
+    Failure::upstream(format!("{what}; {consequence}"))
+}

@@ -1,0 +1,299 @@
+//! Change notifications for a legacy host from a 2026-07-28 server: the host's interest
+//! (list changes the server advertises, `resources/subscribe`) is carried on one
+//! `subscriptions/listen` stream, re-opened when the interest changes or the stream drops.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::Relay;
+use super::call::{Aside, Outgoing, call};
+use super::detect::modern_headers;
+use super::upstream::Wire;
+use crate::era::META_SUBSCRIPTION_ID;
+use crate::era::envelope::{self, request_line};
+use crate::jsonrpc::message::{IdKey, Kind, Message};
+
+/// What the host wants to hear about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interest {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    pub uris: BTreeSet<String>,
+}
+
+impl Interest {
+    fn is_empty(&self) -> bool {
+        !self.tools && !self.prompts && !self.resources && self.uris.is_empty()
+    }
+
+    fn filter(&self) -> Value {
+        let mut filter = Map::new();
+        for (key, wanted) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if wanted {
+                filter.insert(key.into(), true.into());
+            }
+        }
+        if !self.uris.is_empty() {
+            filter.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(filter)
+    }
+
+    /// Whether a notification on the stream is one the host asked for.
+    fn wants(&self, method: &str, params: Option<&Value>) -> bool {
+        match method {
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            "notifications/resources/updated" => {
+                let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
+                // A sub-resource of a subscribed URI counts (§4.11).
+                uri.is_some_and(|uri| self.uris.iter().any(|s| uri.starts_with(s.as_str())))
+            }
+            _ => false,
+        }
+    }
+}
+
+pub struct Listens {
+    interest: watch::Sender<Interest>,
+    running: AtomicBool,
+    version: Mutex<String>,
+}
+
+impl Default for Listens {
+    fn default() -> Self {
+        Self {
+            interest: watch::Sender::new(Interest::default()),
+            running: AtomicBool::new(false),
+            version: Mutex::new(String::new()),
+        }
+    }
+}
+
+impl Listens {
+    /// Registers interest in the list changes the server advertises; starts the stream.
+    pub fn start(&self, relay: &Arc<Relay>, version: &str, capabilities: Option<&Value>) {
+        let advertised = |family: &str| {
+            capabilities
+                .and_then(|c| c.get(family))
+                .and_then(|f| f.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        self.interest.send_modify(|interest| {
+            interest.tools = advertised("tools");
+            interest.prompts = advertised("prompts");
+            interest.resources = advertised("resources");
+        });
+        self.ensure_running(relay, version);
+    }
+
+    pub fn subscribe(&self, relay: &Arc<Relay>, version: &str, uri: String) {
+        self.interest
+            .send_if_modified(|interest| interest.uris.insert(uri));
+        self.ensure_running(relay, version);
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        self.interest
+            .send_if_modified(|interest| interest.uris.remove(uri));
+    }
+
+    fn ensure_running(&self, relay: &Arc<Relay>, version: &str) {
+        *self.version.lock().expect("version lock") = version.to_owned();
+        if !self.running.swap(true, Ordering::SeqCst) {
+            let relay = relay.clone();
+            let interest = self.interest.subscribe();
+            let version = version.to_owned();
+            tokio::spawn(async move { run(relay, interest, version).await });
+        }
+    }
+}
+
+/// How one listen stream ended.
+enum Ended {
+    /// The server ended it with a result: nothing more to hear until the interest changes.
+    Graceful,
+    /// The server refused the listen (an error answer or an HTTP error): same.
+    Refused(String),
+    /// It broke without a result; `acknowledged` says whether it had started.
+    Dropped { acknowledged: bool, why: String },
+}
+
+async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version: String) {
+    let mut failures = 0u32;
+    let mut dropped_before = false;
+    loop {
+        let wanted = interest.borrow_and_update().clone();
+        if wanted.is_empty() {
+            if interest.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let ended = tokio::select! {
+            ended = listen_once(&relay, &wanted, &version, dropped_before) => ended,
+            changed = interest.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                tracing::debug!("the host's interest changed; listening again");
+                continue;
+            }
+        };
+        let wait = match ended {
+            Ended::Graceful => {
+                tracing::debug!("the server ended the listen stream");
+                None
+            }
+            Ended::Refused(why) => {
+                tracing::warn!(problem = %why, "the server refused subscriptions/listen; change notifications are off until the host's interest changes");
+                None
+            }
+            Ended::Dropped { acknowledged, why } => {
+                failures = if acknowledged { 1 } else { failures + 1 };
+                dropped_before = true;
+                if failures > relay.config.max_reconnects {
+                    tracing::warn!(attempts = failures, problem = %why, "gave up on the listen stream");
+                    None
+                } else {
+                    tracing::debug!(problem = %why, "the listen stream dropped; listening again");
+                    Some(Duration::from_millis(500 * u64::from(failures.min(20))))
+                }
+            }
+        };
+        match wait {
+            Some(delay) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    changed = interest.changed() => if changed.is_err() { return },
+                }
+            }
+            None => {
+                if interest.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn listen_once(relay: &Relay, wanted: &Interest, version: &str, resync: bool) -> Ended {
+    let mut params = Map::new();
+    envelope::stamp(&mut params, &relay.legacy_host.profile().stamp(version));
+    params.insert("notifications".into(), wanted.filter());
+    let id = relay.next_upstream_id("listen");
+    let raw_id = serde_json::to_string(&id).expect("a string serializes");
+    let headers = match modern_headers(version, "subscriptions/listen", Some(&params)) {
+        Ok(headers) => headers,
+        Err(failure) => return Ended::Refused(failure.message),
+    };
+    let outgoing = Outgoing {
+        body: Bytes::from(request_line(&raw_id, "subscriptions/listen", &params)),
+        id: &IdKey::Str(id),
+        raw_id: &raw_id,
+        wire: Wire::Modern {
+            headers: &headers,
+            long_lived: true,
+        },
+        replay_safe: true,
+    };
+    let mut acknowledged = false;
+    let out = relay.gate.outbox().clone();
+    let answer = call(relay, outgoing, &mut |message, _| {
+        on_stream(message, wanted, &mut acknowledged, resync, &out)
+    })
+    .await;
+    match answer {
+        Ok(line) if crate::relay::passthrough::error_code(&line).is_some() => {
+            Ended::Refused(String::from_utf8_lossy(&line).into_owned())
+        }
+        Ok(_) => Ended::Graceful,
+        Err(failure) => {
+            let status = failure
+                .data
+                .as_ref()
+                .and_then(|d| d.get("httpStatus"))
+                .and_then(Value::as_u64);
+            match status {
+                Some(400..=499) if !matches!(status, Some(408 | 429)) => {
+                    Ended::Refused(failure.message)
+                }
+                _ => Ended::Dropped {
+                    acknowledged,
+                    why: failure.message,
+                },
+            }
+        }
+    }
+}
+
+/// One message on the listen stream: the acknowledgement, or a notification for the host
+/// (without the subscription tag, which a legacy host has no use for).
+fn on_stream(
+    message: &Message<'_>,
+    wanted: &Interest,
+    acknowledged: &mut bool,
+    resync: bool,
+    out: &crate::jsonrpc::writer::Outbox,
+) -> Aside {
+    if message.kind != Kind::Notification {
+        return Aside::Ignore;
+    }
+    let method = message.method.as_deref().unwrap_or_default();
+    let params: Option<Value> = message
+        .params
+        .and_then(|p| serde_json::from_str(p.get()).ok());
+    if method == "notifications/subscriptions/acknowledged" {
+        *acknowledged = true;
+        tracing::debug!(honoured = %params.as_ref().and_then(|p| p.get("notifications")).cloned().unwrap_or_default(), "listen stream acknowledged");
+        if resync {
+            // Notifications may have been missed while the stream was down: tell the host
+            // to fetch its lists again.
+            let lines: Vec<Vec<u8>> = [
+                (wanted.tools, "notifications/tools/list_changed"),
+                (wanted.prompts, "notifications/prompts/list_changed"),
+                (wanted.resources, "notifications/resources/list_changed"),
+            ]
+            .into_iter()
+            .filter(|(wanted, _)| *wanted)
+            .map(|(_, method)| format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
+            .collect();
+            let out = out.clone();
+            tokio::spawn(async move {
+                for line in lines {
+                    out.send(line).await;
+                }
+            });
+        }
+        return Aside::Ignore;
+    }
+    if !wanted.wants(method, params.as_ref()) {
+        return Aside::Ignore;
+    }
+    let mut notification = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(mut params) = params {
+        if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+            meta.remove(META_SUBSCRIPTION_ID);
+            if meta.is_empty() {
+                params.as_object_mut().map(|p| p.remove("_meta"));
+            }
+        }
+        if params.as_object().is_some_and(|p| !p.is_empty()) {
+            notification["params"] = params;
+        }
+    }
+    Aside::Host(serde_json::to_vec(&notification).expect("JSON serializes"))
+}

@@ -1,0 +1,569 @@
+//! The four era combinations (issue 6): a legacy or 2026-07-28 host in front of a legacy or
+//! 2026-07-28 server, against fake upstreams that check what the spec makes them check.
+
+mod common;
+
+use axum::http::Method;
+use common::*;
+use serde_json::{Value, json};
+
+const MODERN: &str = "2026-07-28";
+
+fn envelope(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-host", "version": "1"}
+    })
+}
+
+/// The next message that is not a notification (the fake's listen stream may interleave).
+async fn next_non_notification(relay: &mut Relay) -> Value {
+    loop {
+        let message = relay.recv().await;
+        if message.get("id").is_some() {
+            return message;
+        }
+    }
+}
+
+async fn call(relay: &mut Relay, id: Value, method: &str, params: Value) -> Value {
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .await;
+    let answer = next_non_notification(relay).await;
+    assert_eq!(answer["id"], id, "unexpected message: {answer}");
+    answer
+}
+
+fn error_reply(status: u16, id: &Value, code: i64, message: &str) -> Reply {
+    Reply::Json {
+        status,
+        body: json!({"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}}).to_string(),
+        headers: vec![],
+    }
+}
+
+/// A 2026-07-28 server: POST only, validates the mirrored headers against the body, and
+/// offers tools that exercise headers, input rounds and subscriptions.
+fn modern_server(seen: &Seen) -> Reply {
+    if seen.method != Method::POST {
+        return Reply::Status(405);
+    }
+    let request = seen.json();
+    let id = request["id"].clone();
+    let method = request["method"].as_str().unwrap_or_default();
+    if request.get("id").is_none() {
+        return Reply::Status(202);
+    }
+    let meta = &request["params"]["_meta"];
+    if method == "initialize"
+        || meta
+            .get("io.modelcontextprotocol/protocolVersion")
+            .is_none()
+    {
+        return Reply::Json {
+            status: 400,
+            body: json!({"jsonrpc":"2.0","id":id,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":[MODERN]}}}).to_string(),
+            headers: vec![],
+        };
+    }
+    if seen.header("mcp-protocol-version").as_deref() != Some(MODERN)
+        || seen.header("mcp-method").as_deref() != Some(method)
+        || seen.header("mcp-session-id").is_some()
+    {
+        return error_reply(400, &id, -32020, "Header mismatch");
+    }
+    match method {
+        "server/discover" => json_reply(result_for(
+            &request,
+            json!({
+                "resultType": "complete", "supportedVersions": [MODERN],
+                "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "logging": {}},
+                "instructions": "modern instructions", "ttlMs": 60000, "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-fake", "version": "7"}}
+            }),
+        )),
+        "tools/list" => json_reply(result_for(
+            &request,
+            json!({
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+            "tools": [
+                {"name": "weather", "inputSchema": {"type": "object", "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "days": {"type": "integer", "x-mcp-header": "Days"}}}},
+                {"name": "broken", "inputSchema": {"type": "object", "properties": {
+                    "score": {"type": "number", "x-mcp-header": "Score"}}}},
+                {"name": "ask", "inputSchema": {"type": "object"}},
+                {"name": "loop", "inputSchema": {"type": "object"}}
+            ]}),
+        )),
+        "tools/call" => tool_call(seen, &request),
+        "subscriptions/listen" => {
+            let sub = id.clone();
+            Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    data(
+                        json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",
+                        "params":{"_meta":{"io.modelcontextprotocol/subscriptionId":sub},"notifications":request["params"]["notifications"]}}),
+                    ),
+                    data(
+                        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed",
+                        "params":{"_meta":{"io.modelcontextprotocol/subscriptionId":sub}}}),
+                    ),
+                    Step::Hang,
+                ],
+            }
+        }
+        _ => error_reply(404, &id, -32601, "Method not found"),
+    }
+}
+
+fn tool_call(seen: &Seen, request: &Value) -> Reply {
+    let params = &request["params"];
+    let text = |t: String| json!({"resultType":"complete","content":[{"type":"text","text":t}]});
+    match params["name"].as_str().unwrap_or_default() {
+        "weather" => {
+            let region = seen.header("mcp-param-region").unwrap_or_default();
+            let days = seen.header("mcp-param-days").unwrap_or_default();
+            let name = seen.header("mcp-name").unwrap_or_default();
+            json_reply(result_for(
+                request,
+                text(format!("{name} region={region} days={days}")),
+            ))
+        }
+        "ask" => match params.get("inputResponses") {
+            None => json_reply(result_for(
+                request,
+                json!({
+                    "resultType": "input_required",
+                    "inputRequests": {"who": {"method": "elicitation/create", "params": {
+                        "message": "Who are you?", "requestedSchema": {"type":"object","properties":{"name":{"type":"string"}}}}}},
+                    "requestState": "state-\u{e9}-1"
+                }),
+            )),
+            Some(responses) => json_reply(result_for(
+                request,
+                text(format!(
+                    "answer={} state={}",
+                    responses["who"], params["requestState"]
+                )),
+            )),
+        },
+        "loop" => json_reply(result_for(
+            request,
+            json!({
+                "resultType": "input_required", "requestState": "again"
+            }),
+        )),
+        _ => error_reply(200, &request["id"], -32602, "Unknown tool"),
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_host_gets_initialize_ping_and_tools_from_a_modern_server() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let init = relay.initialize().await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "modern-fake");
+    assert_eq!(init["result"]["instructions"], "modern instructions");
+    assert!(
+        upstream.posts_of("initialize").is_empty(),
+        "initialize is answered by the relay"
+    );
+
+    let pong = call(&mut relay, json!("p"), "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+
+    let list = call(&mut relay, json!(1), "tools/list", json!({})).await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["weather", "ask", "loop"],
+        "the tool with an invalid x-mcp-header is dropped"
+    );
+    relay
+        .wait_stderr("dropped a tool whose x-mcp-header annotation is invalid")
+        .await;
+
+    let call = call(
+        &mut relay,
+        json!(2),
+        "tools/call",
+        json!({"name": "weather", "arguments": {"region": "Zürich", "days": 3.0}}),
+    )
+    .await;
+    let text = call["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text, "weather region==?base64?WsO8cmljaA==?= days=3",
+        "{call}"
+    );
+    let sent = upstream.posts_of("tools/call").pop().unwrap().json();
+    let meta = &sent["params"]["_meta"];
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], MODERN);
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"],
+        "test-host"
+    );
+    // roots.listChanged is a legacy-only detail; nothing the host lacks is declared.
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({"sampling":{},"elicitation":{},"roots":{}})
+    );
+    assert!(
+        upstream.posts_of("ping").is_empty(),
+        "ping is answered by the relay"
+    );
+    assert!(
+        upstream.seen().iter().all(|s| s.method == Method::POST),
+        "no GET or DELETE to a modern server"
+    );
+}
+
+#[tokio::test]
+async fn an_input_required_result_becomes_a_real_elicitation_and_a_retry() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"ask","arguments":{}}}))
+        .await;
+    let question = next_non_notification(&mut relay).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["message"], "Who are you?");
+    relay
+        .send(json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"name":"Ada"}}}))
+        .await;
+    let answer = next_non_notification(&mut relay).await;
+    assert_eq!(answer["id"], "c", "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text,
+        r#"answer={"action":"accept","content":{"name":"Ada"}} state="state-é-1""#
+    );
+    let calls = upstream.posts_of("tools/call");
+    assert_eq!(calls.len(), 2);
+    assert_ne!(
+        calls[0].json()["id"],
+        calls[1].json()["id"],
+        "the retry has a new id"
+    );
+    assert!(
+        calls[1].body.contains(r#""requestState":"state-\u00e9-1""#)
+            || calls[1].body.contains(r#""requestState":"state-é-1""#)
+    );
+    assert!(calls[0].json()["params"].get("inputResponses").is_none());
+}
+
+#[tokio::test]
+async fn a_refused_elicitation_ends_the_call_with_a_tool_error() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"ask","arguments":{}}}))
+        .await;
+    let question = next_non_notification(&mut relay).await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":question["id"],"error":{"code":-1,"message":"user said no"}}))
+        .await;
+    let answer = next_non_notification(&mut relay).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("user said no")
+    );
+    assert_eq!(
+        upstream.posts_of("tools/call").len(),
+        1,
+        "no retry after a refusal"
+    );
+}
+
+#[tokio::test]
+async fn the_round_cap_ends_a_call_that_never_completes() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &["--max-input-rounds", "2"]).await;
+    relay.initialize().await;
+    let answer = call(
+        &mut relay,
+        json!(5),
+        "tools/call",
+        json!({"name": "loop", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("--max-input-rounds")
+    );
+    assert_eq!(
+        upstream.posts_of("tools/call").len(),
+        3,
+        "the first call and two retries"
+    );
+}
+
+#[tokio::test]
+async fn list_changes_reach_a_legacy_host_through_subscriptions_listen() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    let note = relay.recv().await;
+    assert_eq!(
+        note,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+        "the subscription tag is removed"
+    );
+    let listen = upstream
+        .posts_of("subscriptions/listen")
+        .pop()
+        .unwrap()
+        .json();
+    assert_eq!(
+        listen["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    // resources/subscribe re-listens with the URI in the filter.
+    let ok = call(
+        &mut relay,
+        json!(9),
+        "resources/subscribe",
+        json!({"uri": "file:///a"}),
+    )
+    .await;
+    assert_eq!(ok["result"], json!({}));
+    let seen = upstream
+        .wait_until("a listen with the resource", |seen| {
+            seen.iter().any(|s| {
+                s.json()["params"]["notifications"]["resourceSubscriptions"] == json!(["file:///a"])
+            })
+        })
+        .await;
+    assert!(seen.len() >= 3);
+}
+
+#[tokio::test]
+async fn a_modern_host_passes_through_to_a_modern_server_with_headers() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let line = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{
+        "name":"weather","arguments":{"region":" padded ","days":7},"_meta":envelope(json!({}))}})
+    .to_string();
+    relay.send_raw(&line).await;
+    let answer = relay.recv().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "weather region==?base64?IHBhZGRlZCA=?= days=7",
+        "{answer}"
+    );
+    let sent = upstream.posts_of("tools/call").pop().unwrap();
+    assert_eq!(sent.body, line, "the host's bytes go through unchanged");
+    assert!(upstream.posts_of("initialize").is_empty());
+    assert_eq!(
+        upstream.posts_of("tools/list").len(),
+        1,
+        "the relay listed the tools for their headers"
+    );
+    // An unusable envelope is refused locally with the modern codes.
+    let bad = relay
+        .call(json!(2), "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}))
+        .await;
+    assert_eq!(bad["error"]["code"], -32022, "{bad}");
+    assert_eq!(bad["error"]["data"]["supported"], json!([MODERN]));
+    let missing = relay
+        .call(
+            json!(3),
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}),
+        )
+        .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+}
+
+#[tokio::test]
+async fn cancelling_a_modern_call_closes_its_stream() {
+    let upstream = Upstream::start(|seen: &Seen| {
+        if seen.rpc_method().as_deref() == Some("tools/call") {
+            return Reply::Sse {
+                headers: vec![],
+                steps: vec![Step::Hang],
+            };
+        }
+        modern_server(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"ask","_meta":envelope(json!({}))}}))
+        .await;
+    upstream.wait_for_method("tools/call").await;
+    relay
+        .send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}))
+        .await;
+    upstream.wait_dropped(1).await;
+    // The channel is alive, and the next thing on it is the next answer, not the cancelled one.
+    let alive = relay
+        .call(
+            json!("alive"),
+            "server/discover",
+            json!({"_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(alive["result"]["supportedVersions"], json!([MODERN]));
+    assert!(
+        upstream.posts_of("notifications/cancelled").is_empty(),
+        "no cancel POST to a modern server"
+    );
+}
+
+/// A legacy server (the relay core's fake) in front of which a modern host needs translation.
+fn legacy_server(seen: &Seen) -> Reply {
+    basic(seen)
+}
+
+#[tokio::test]
+async fn a_modern_host_gets_discover_and_decorated_results_from_a_legacy_server() {
+    let upstream = Upstream::start(|seen: &Seen| {
+        if seen.rpc_method().as_deref() == Some("tools/list") {
+            let request = seen.json();
+            return json_reply(result_for(&request, json!({"tools": []})));
+        }
+        if seen.rpc_method().as_deref() == Some("resources/read") {
+            let request = seen.json();
+            return Reply::Json { status: 200, body: json!({"jsonrpc":"2.0","id":request["id"],"error":{"code":-32002,"message":"Resource not found"}}).to_string(), headers: vec![] };
+        }
+        legacy_server(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let discover = relay
+        .call(
+            json!("d"),
+            "server/discover",
+            json!({"_meta": envelope(json!({"sampling": {}}))}),
+        )
+        .await;
+    assert_eq!(
+        discover["result"]["supportedVersions"],
+        json!([MODERN]),
+        "{discover}"
+    );
+    assert_eq!(discover["result"]["resultType"], "complete");
+    assert_eq!(
+        discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "fake"
+    );
+    let init = upstream
+        .posts_of("initialize")
+        .pop()
+        .expect("the relay ran initialize")
+        .json();
+    assert_eq!(
+        init["params"]["capabilities"],
+        json!({"sampling": {}}),
+        "the host's declared capabilities"
+    );
+    assert_eq!(init["params"]["clientInfo"]["name"], "modern-host");
+
+    let list = relay
+        .call(
+            json!(1),
+            "tools/list",
+            json!({"_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        list["result"],
+        json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+    );
+    let sent = upstream.posts_of("tools/list").pop().unwrap();
+    assert!(
+        !sent.body.contains("io.modelcontextprotocol"),
+        "envelope stripped: {}",
+        sent.body
+    );
+    assert_eq!(sent.header("mcp-session-id").as_deref(), Some("session-1"));
+    assert_ne!(
+        sent.json()["id"],
+        json!(1),
+        "legacy ids are the relay's own"
+    );
+
+    let read = relay
+        .call(
+            json!(2),
+            "resources/read",
+            json!({"uri": "x:/y", "_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        read["error"]["code"], -32602,
+        "-32002 is retired in 2026-07-28: {read}"
+    );
+
+    let ping = relay
+        .call(json!(3), "ping", json!({"_meta": envelope(json!({}))}))
+        .await;
+    assert_eq!(ping["error"]["code"], -32601);
+}
+
+#[tokio::test]
+async fn the_probe_is_one_discover_and_inconclusive_outcomes_decide_nothing() {
+    // A 500 to the probe is not era evidence: the host's initialize goes through as is,
+    // and the next request probes again.
+    let upstream = Upstream::start(|seen: &Seen| {
+        if seen.rpc_method().as_deref() == Some("server/discover") {
+            return Reply::Status(500);
+        }
+        basic(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let init = relay.initialize().await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "fake", "{init}");
+    relay.call(json!(1), "tools/list", json!({})).await;
+    assert_eq!(
+        upstream.posts_of("server/discover").len(),
+        2,
+        "probed again after an inconclusive probe"
+    );
+    relay.wait_stderr("the era probe was inconclusive").await;
+
+    // A legacy verdict is cached: one probe for the life of the process.
+    let legacy = Upstream::start(basic).await;
+    let mut relay = Relay::start(&legacy.url, &[]).await;
+    relay.initialize().await;
+    relay.call(json!(1), "tools/list", json!({})).await;
+    relay.call(json!(2), "tools/list", json!({})).await;
+    assert_eq!(legacy.posts_of("server/discover").len(), 1);
+    let probe = &legacy.posts_of("server/discover")[0];
+    assert_eq!(
+        probe.header("mcp-method").as_deref(),
+        Some("server/discover")
+    );
+    assert_eq!(
+        probe.header("mcp-protocol-version").as_deref(),
+        Some(MODERN)
+    );
+    // After the fallback the traffic is byte-for-byte legacy.
+    let list = legacy.posts_of("tools/list").pop().unwrap();
+    assert!(list.header("mcp-method").is_none());
+    assert!(!list.body.contains("io.modelcontextprotocol"));
+
+    // --protocol-era legacy never probes.
+    let quiet = Upstream::start(basic).await;
+    let mut relay = Relay::start(&quiet.url, &["--protocol-era", "legacy"]).await;
+    relay.initialize().await;
+    assert!(quiet.posts_of("server/discover").is_empty());
+}
