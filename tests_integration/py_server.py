@@ -5,8 +5,11 @@ Usage: python py_server.py PORT [--json]   (--json: JSON responses instead of SS
 
 import sys
 
+from typing import Annotated
+
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from pydantic import BaseModel
 
 server = MCPServer("py-sdk-fixture")
 
@@ -30,6 +33,21 @@ async def slow(seconds: float, ctx: Context) -> str:
 def shout(text: str) -> str:
     """Upper-cases text (non-ASCII and separators included)."""
     return text.upper()
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+    """Asks the user's name (an elicitation: a server request in the handshake era, an
+    input_required round in 2026-07-28), then greets them."""
+    return f"hello {who.name}"
 
 
 if __name__ == "__main__":
