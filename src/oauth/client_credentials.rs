@@ -70,7 +70,7 @@ impl ServerAuth {
             token_endpoint_auth_method: method,
             redirect_uri: None,
         };
-        let resource = self.resource();
+        let resource = self.resource_for(found);
         let mut form = vec![("grant_type", "client_credentials")];
         if let Some(scope) = scope {
             form.push(("scope", scope));

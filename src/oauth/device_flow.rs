@@ -37,7 +37,7 @@ impl ServerAuth {
                 }
             }
         };
-        let resource = self.resource();
+        let resource = self.resource_for(&found);
         let fetched = self
             .authenticated_post(
                 endpoint,

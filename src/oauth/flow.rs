@@ -72,6 +72,18 @@ impl ServerAuth {
         }
     }
 
+    /// The `resource` sent to the authorization server for a login: with the default
+    /// (`Resource::Server`), the identifier exactly as the server's protected resource
+    /// metadata publishes it (already checked to cover this server), since a URL parser
+    /// would change a pathless one (RFC 9728 §3.3); otherwise as configured.
+    pub fn resource_for(&self, found: &super::discovery::Discovered) -> Option<String> {
+        let published = found.resource.as_ref().and_then(|prm| prm.resource.clone());
+        match (&self.settings.resource, published) {
+            (Resource::Server, Some(published)) => Some(published),
+            _ => self.resource(),
+        }
+    }
+
     pub fn key(&self) -> String {
         grant_key(&self.server, self.resource().as_deref())
     }
@@ -193,7 +205,7 @@ impl ServerAuth {
 
         let pkce = Pkce::generate();
         let state = random_token(32);
-        let resource = self.resource();
+        let resource = self.resource_for(&found);
         let url = authorization_url(&AuthorizationRequest {
             endpoint: &found.server.authorization_endpoint,
             client_id: &client.client_id,
@@ -458,7 +470,7 @@ impl ServerAuth {
         scope: Option<&str>,
         how: &str,
     ) -> Result<Grant, String> {
-        let resource = self.resource();
+        let resource = self.resource_for(found);
         let mut grant = grant_from(
             answer,
             &Issued {
