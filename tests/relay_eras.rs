@@ -151,6 +151,8 @@ fn tool_call(seen: &Seen, request: &Value) -> Reply {
                 )),
             )),
         },
+        // An older-style result: no resultType.
+        "bare" => json_reply(result_for(request, json!({"content": []}))),
         "loop" => json_reply(result_for(
             request,
             json!({
@@ -374,6 +376,18 @@ async fn a_modern_host_passes_through_to_a_modern_server_with_headers() {
         upstream.posts_of("tools/list").len(),
         1,
         "the relay listed the tools for their headers"
+    );
+    // A result without resultType reaches a modern host with it (missing means complete).
+    let bare = relay
+        .call(
+            json!("b"),
+            "tools/call",
+            json!({"name": "bare", "_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        bare["result"],
+        json!({"content": [], "resultType": "complete"})
     );
     // An unusable envelope is refused locally with the modern codes.
     let bad = relay

@@ -90,9 +90,55 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
         } else {
             answer
         };
-        relay.gate.deliver(&request.id, answer).await;
+        relay
+            .gate
+            .deliver(&request.id, complete_for_modern_host(method, answer))
+            .await;
         return Ok(());
     }
+}
+
+/// An answer as a modern host must get it: every result with `resultType` (a server that
+/// leaves it out means "complete"), and complete results of cacheable methods with
+/// `ttlMs` and `cacheScope`. The line is returned byte for byte when nothing is missing.
+pub fn complete_for_modern_host(method: &str, answer: Vec<u8>) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Present {
+        #[serde(rename = "resultType")]
+        result_type: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "ttlMs")]
+        ttl_ms: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "cacheScope")]
+        cache_scope: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<Present>,
+    }
+    let Ok(Answer {
+        result: Some(present),
+    }) = serde_json::from_slice::<Answer>(&answer)
+    else {
+        return answer;
+    };
+    let cacheable = crate::era::bridge::is_cacheable(method);
+    let missing = present.result_type.is_none()
+        || (cacheable && (present.ttl_ms.is_none() || present.cache_scope.is_none()));
+    if !missing {
+        return answer;
+    }
+    let Ok(mut answer_value) = serde_json::from_slice::<Value>(&answer) else {
+        return answer;
+    };
+    let Some(result) = answer_value.get_mut("result") else {
+        return answer;
+    };
+    let input_required = result.get("resultType").and_then(Value::as_str) == Some("input_required");
+    if input_required {
+        return answer; // interim results carry no cache hints
+    }
+    crate::era::bridge::decorate_result(method, result);
+    serde_json::to_vec(&answer_value).unwrap_or(answer)
 }
 
 /// The error code of an answer line, if it is an error.
