@@ -85,13 +85,17 @@ def everything_server():
     server.stop()
 
 
-def run_conformance_client(client_script: str, scenario: str, out_dir: Path, strict: bool = False) -> None:
+def run_conformance_client(
+    client_script: str, scenario: str, out_dir: Path, strict: bool = False, next_suite: bool = False, env: dict | None = None
+) -> None:
     """Runs one client scenario of the official conformance suite with `client_script` as
-    the client under test, and fails on any FAILURE (and, when `strict`, any WARNING)."""
+    the client under test, and fails on any FAILURE (and, when `strict`, any WARNING).
+    `next_suite` runs the 0.2.0-alpha line (the 2026-07-28 requirements) instead of 0.1.16."""
     command = f"{sys.executable} {HERE / client_script}"
+    suite = [str(PEERS / "node_modules" / "conformance-next" / "dist" / "index.js")] if next_suite else [str(NPM_BIN / "conformance")]
     run = subprocess.run(
-        [str(NODE_BIN / "node"), str(NPM_BIN / "conformance"), "client", "--command", command, "--scenario", scenario, "-o", str(out_dir)],
-        env=node_env(),
+        [str(NODE_BIN / "node"), *suite, "client", "--command", command, "--scenario", scenario, "-o", str(out_dir)],
+        env={**node_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
