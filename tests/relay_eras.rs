@@ -581,3 +581,113 @@ async fn the_probe_is_one_discover_and_inconclusive_outcomes_decide_nothing() {
     relay.initialize().await;
     assert!(quiet.posts_of("server/discover").is_empty());
 }
+
+static ANSWERED: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A legacy server whose `deploy` tool asks the host a question mid-call (an elicitation
+/// on the call's stream) and finishes once the answer has been POSTed back.
+fn asking_legacy_server(seen: &Seen) -> Reply {
+    let request = seen.json();
+    if request.get("method").is_none() && request.get("id").is_some() {
+        ANSWERED.notify_one();
+        return Reply::Status(202);
+    }
+    if seen.rpc_method().as_deref() == Some("tools/call") {
+        return Reply::Sse {
+            headers: vec![],
+            steps: vec![
+                data(
+                    json!({"jsonrpc":"2.0","id":"srv-1","method":"elicitation/create",
+                    "params":{"message":"Deploy to prod?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}),
+                ),
+                Step::Wait(ANSWERED.clone()),
+                data(result_for(
+                    &request,
+                    json!({"content":[{"type":"text","text":"deployed"}]}),
+                )),
+            ],
+        };
+    }
+    basic(seen)
+}
+
+#[tokio::test]
+async fn a_legacy_servers_question_reaches_a_modern_host_as_input_required() {
+    let upstream = Upstream::start(asking_legacy_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let caps = json!({"elicitation": {}});
+    let first = relay
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps.clone())}),
+        )
+        .await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["input"]["method"],
+        "elicitation/create"
+    );
+    assert_eq!(
+        result["inputRequests"]["input"]["params"]["message"],
+        "Deploy to prod?"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+
+    // A tampered state resumes nothing.
+    let forged = relay
+        .call(json!(2), "tools/call", json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps.clone()),
+            "inputResponses": {"input": {"action": "accept"}}, "requestState": format!("{state}x")}))
+        .await;
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+
+    let retry = relay
+        .call(json!(3), "tools/call", json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps),
+            "inputResponses": {"input": {"action": "accept", "content": {"ok": true}}}, "requestState": state}))
+        .await;
+    assert_eq!(retry["result"]["content"][0]["text"], "deployed", "{retry}");
+    assert_eq!(retry["result"]["resultType"], "complete");
+    let answer = upstream
+        .seen()
+        .into_iter()
+        .map(|s| s.json())
+        .find(|m| m["id"] == "srv-1" && m.get("result").is_some())
+        .expect("the host's answer reached the server's request");
+    assert_eq!(
+        answer["result"],
+        json!({"action": "accept", "content": {"ok": true}})
+    );
+    assert_eq!(
+        upstream.posts_of("tools/call").len(),
+        1,
+        "the server's call was resumed, not repeated"
+    );
+}
+
+#[tokio::test]
+async fn a_question_the_modern_host_cannot_answer_is_refused_upstream() {
+    let upstream = Upstream::start(asking_legacy_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    // No elicitation capability: the relay answers the server's request with an error
+    // and the call goes on to whatever the server makes of that.
+    let answer = relay
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "deploy", "arguments": {}, "_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "deployed",
+        "{answer}"
+    );
+    let refusal = upstream
+        .seen()
+        .into_iter()
+        .map(|s| s.json())
+        .find(|m| m["id"] == "srv-1")
+        .expect("the server's request was answered");
+    assert_eq!(refusal["error"]["code"], -32601);
+}

@@ -6,6 +6,7 @@ pub mod envelope;
 pub mod headers;
 pub mod mrtr;
 pub mod probe;
+pub mod state_token;
 pub mod tools;
 
 /// The modern revision this relay implements.

@@ -11,6 +11,7 @@ mod input;
 mod lane;
 mod listen;
 mod methods;
+mod parked;
 mod passthrough;
 mod route;
 mod server_stream;
@@ -89,6 +90,8 @@ pub struct Relay {
     legacy_host: to_modern::LegacyHost,
     /// Translation state for a modern host in front of a legacy server.
     modern_host: to_legacy::ModernHost,
+    /// Legacy server calls waiting for a modern host's input.
+    parked: parked::Parked,
     /// Fired when shutdown begins, so long-lived subscriptions can end gracefully.
     closing: CancellationToken,
     next_id: AtomicU64,
@@ -181,6 +184,7 @@ pub async fn run(config: RelayConfig) -> i32 {
         host_requests: Default::default(),
         legacy_host: Default::default(),
         modern_host: Default::default(),
+        parked: Default::default(),
         closing: CancellationToken::new(),
         next_id: AtomicU64::new(0),
     });

@@ -10,17 +10,19 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, mpsc};
+use tokio::sync::{OnceCell, mpsc, oneshot};
 
 use super::Relay;
 use super::call::{Aside, Outgoing, call};
 use super::exchange::Call;
 use super::gate::Failure;
 use super::methods::is_replay_safe;
+use super::parked::{Flight, ParkedCall, ServerRequest};
 use super::passthrough::host_claim;
 use super::upstream::Wire;
 use crate::era::bridge::{decorate_result, discover_result, error_code_for_modern};
 use crate::era::envelope::{self, Claim, request_line};
+use crate::era::mrtr::{self, InputRequest};
 use crate::era::{self, LATEST_LEGACY_VERSION, META_SUBSCRIPTION_ID};
 use crate::jsonrpc::error::{INTERNAL_ERROR, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::framing::one_line;
@@ -43,6 +45,10 @@ pub struct ModernHost {
     /// Host id → the upstream id its request was sent under, for cancellation.
     upstream_ids: Mutex<HashMap<IdKey, String>>,
     log_level_sent: tokio::sync::Mutex<Option<String>>,
+    /// Calls in progress that may ask the host something, by flight number: where a
+    /// question that arrives on the session's own stream goes when only one could be its.
+    flights: Mutex<HashMap<u64, mpsc::UnboundedSender<ServerRequest>>>,
+    next_flight: std::sync::atomic::AtomicU64,
 }
 
 impl ModernHost {
@@ -177,8 +183,11 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The key under which a parked call's question goes to the host.
+const INPUT_KEY: &str = "input";
+
 async fn forward(
-    relay: &Relay,
+    relay: &Arc<Relay>,
     request: &Call,
     params: Option<&RawValue>,
     claim: &Claim,
@@ -186,6 +195,14 @@ async fn forward(
 ) -> Result<(), Failure> {
     let method = request.method.as_str();
     let mut params = envelope::params_object(params).unwrap_or_default();
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let parkable = mrtr::may_require_input(method);
+    if parkable && let Some(Value::String(state)) = params.get("requestState") {
+        return resume(relay, request, claim, &params, state, name).await;
+    }
     envelope::strip(&mut params);
     if let Some(level) = &claim.log_level
         && initialize.pointer("/capabilities/logging").is_some()
@@ -194,6 +211,11 @@ async fn forward(
     }
     let id = relay.next_upstream_id("call");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
+    let body = Bytes::from(request_line(&raw_id, method, &params));
+    if parkable {
+        let flight = take_off(relay, body, id, raw_id, claim.log_level.clone());
+        return drive(relay, request, claim, flight, name).await;
+    }
     relay
         .modern_host
         .upstream_ids
@@ -205,7 +227,7 @@ async fn forward(
         id: request.id.clone(),
     };
     let outgoing = Outgoing {
-        body: Bytes::from(request_line(&raw_id, method, &params)),
+        body,
         id: &IdKey::Str(id),
         raw_id: &raw_id,
         wire: Wire::Legacy { initialize: false },
@@ -215,12 +237,211 @@ async fn forward(
     let host = &relay.modern_host;
     let out = relay.gate.outbox().clone();
     let answer = call(relay, outgoing, &mut |message, payload| {
-        on_the_way(host, &out, message, payload, log_level.as_deref())
+        on_the_way(host, &out, message, payload, log_level.as_deref(), None)
     })
     .await?;
     let line = modern_answer(method, &request.raw_id, &answer)?;
     relay.gate.deliver(&request.id, line).await;
     Ok(())
+}
+
+/// Starts a call that may ask the host something: it runs in its own task, so it can
+/// outlive the host request that started it while the relay waits for the host's retry.
+fn take_off(
+    relay: &Arc<Relay>,
+    body: Bytes,
+    id: String,
+    raw_id: String,
+    log_level: Option<String>,
+) -> Flight {
+    let (questions_tx, questions) = mpsc::unbounded_channel();
+    let (answer_tx, answer) = oneshot::channel();
+    let number = relay
+        .modern_host
+        .next_flight
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    relay
+        .modern_host
+        .flights
+        .lock()
+        .expect("flights lock")
+        .insert(number, questions_tx.clone());
+    let worker = relay.clone();
+    let upstream_raw_id = raw_id.clone();
+    let task = tokio::spawn(async move {
+        let out = worker.gate.outbox().clone();
+        let outgoing = Outgoing {
+            body,
+            id: &IdKey::Str(id),
+            raw_id: &raw_id,
+            wire: Wire::Legacy { initialize: false },
+            replay_safe: false,
+        };
+        let host = &worker.modern_host;
+        let answer = call(&worker, outgoing, &mut |message, payload| {
+            on_the_way(
+                host,
+                &out,
+                message,
+                payload,
+                log_level.as_deref(),
+                Some(&questions_tx),
+            )
+        })
+        .await;
+        worker
+            .modern_host
+            .flights
+            .lock()
+            .expect("flights lock")
+            .remove(&number);
+        let _ = answer_tx.send(answer);
+    })
+    .abort_handle();
+    Flight {
+        questions,
+        answer,
+        task,
+        upstream_raw_id,
+    }
+}
+
+/// What a flight did next.
+enum Next {
+    Answer(Result<Vec<u8>, Failure>),
+    Question(ServerRequest),
+}
+
+/// Follows a flight for the host request `request`: delivers its answer, or parks it and
+/// answers the host with the server's question as an `input_required` result.
+async fn drive(
+    relay: &Arc<Relay>,
+    request: &Call,
+    claim: &Claim,
+    mut flight: Flight,
+    name: Option<String>,
+) -> Result<(), Failure> {
+    relay
+        .modern_host
+        .upstream_ids
+        .lock()
+        .expect("ids lock")
+        .insert(request.id.clone(), flight.upstream_raw_id.clone());
+    let _in_flight = InFlight {
+        host: &relay.modern_host,
+        id: request.id.clone(),
+    };
+    loop {
+        let next = tokio::select! {
+            answer = &mut flight.answer => Next::Answer(answer.unwrap_or_else(|_| {
+                Err(Failure::upstream("the upstream call ended without an answer"))
+            })),
+            Some(question) = flight.questions.recv() => Next::Question(question),
+        };
+        let question = match next {
+            Next::Answer(answer) => {
+                let line = modern_answer(&request.method, &request.raw_id, &answer?)?;
+                relay.gate.deliver(&request.id, line).await;
+                return Ok(());
+            }
+            Next::Question(question) => question,
+        };
+        let asked = InputRequest {
+            key: INPUT_KEY.into(),
+            method: question.method.clone(),
+            params: question.params.clone(),
+        };
+        let room = relay.parked.count() < relay.config.max_in_flight;
+        if !room || !mrtr::host_can_answer(&claim.capabilities, &asked) {
+            let why = if room {
+                format!(
+                    "the host did not declare the capability {} needs",
+                    question.method
+                )
+            } else {
+                format!(
+                    "--max-in-flight ({}) calls already wait for the host's input",
+                    relay.config.max_in_flight
+                )
+            };
+            let refusal = error_response(&question.raw_id, METHOD_NOT_FOUND, &why, None);
+            super::lane::deliver(relay, Bytes::from(refusal)).await;
+            continue;
+        }
+        park(
+            relay,
+            request,
+            ParkedCall { flight, question },
+            name.as_deref(),
+        )
+        .await;
+        return Ok(());
+    }
+}
+
+/// Parks a call and gives the host its question with the state that resumes it.
+async fn park(relay: &Arc<Relay>, request: &Call, parked: ParkedCall, name: Option<&str>) {
+    let question =
+        json!({INPUT_KEY: {"method": parked.question.method, "params": parked.question.params}});
+    let (number, state) = relay.parked.park(parked, &request.method, name);
+    tracing::debug!(id = %request.id, parked = number, "a legacy server asked a question during a call; parked it for the host's retry");
+    let expiry = relay.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(expiry.config.input_timeout).await;
+        if let Some(call) = expiry.parked.expire(number) {
+            tracing::info!(
+                parked = number,
+                "the host never retried a call that was waiting for input (--input-timeout); cancelling it upstream"
+            );
+            let cancel = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the host never answered"}}}}"#,
+                call.flight.upstream_raw_id
+            );
+            drop(call);
+            super::lane::deliver(&expiry, Bytes::from(cancel)).await;
+        }
+    });
+    let result =
+        json!({"resultType": "input_required", "inputRequests": question, "requestState": state});
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        request.raw_id
+    );
+    relay.gate.deliver(&request.id, line.into_bytes()).await;
+}
+
+/// A retry of a parked call: hands the host's answer to the server's waiting request and
+/// follows the call on.
+async fn resume(
+    relay: &Arc<Relay>,
+    request: &Call,
+    claim: &Claim,
+    params: &serde_json::Map<String, Value>,
+    state: &str,
+    name: Option<String>,
+) -> Result<(), Failure> {
+    let Some(parked) = relay.parked.resume(state, &request.method, name.as_deref()) else {
+        return Err(Failure {
+            code: crate::jsonrpc::error::INVALID_PARAMS,
+            message: "Invalid params: requestState names no call waiting for input (altered, already used, or expired after --input-timeout)".into(),
+            data: None,
+        });
+    };
+    let Some(answer) = params
+        .get("inputResponses")
+        .and_then(|responses| responses.get(INPUT_KEY))
+    else {
+        // Asked but not answered: ask again rather than fail (§4.10).
+        park(relay, request, parked, name.as_deref()).await;
+        return Ok(());
+    };
+    let reply = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{answer}}}"#,
+        parked.question.raw_id
+    );
+    super::lane::deliver(relay, Bytes::from(reply)).await;
+    let ParkedCall { flight, .. } = parked;
+    drive(relay, request, claim, flight, name).await
 }
 
 /// Sends `logging/setLevel` upstream when a request asks for a level not yet set, so the
@@ -271,6 +492,7 @@ fn on_the_way(
     message: &Message<'_>,
     payload: &[u8],
     log_level: Option<&str>,
+    questions: Option<&mpsc::UnboundedSender<ServerRequest>>,
 ) -> Aside {
     let method = message.method.as_deref().unwrap_or_default();
     match message.kind {
@@ -300,6 +522,23 @@ fn on_the_way(
                 return Aside::Upstream(Bytes::from(format!(
                     r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{{}}}}"#
                 )));
+            }
+            if let Some(questions) = questions
+                && matches!(
+                    method,
+                    "elicitation/create" | "sampling/createMessage" | "roots/list"
+                )
+            {
+                let params = message
+                    .params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or_else(|| json!({}));
+                let _ = questions.send(ServerRequest {
+                    raw_id: raw_id.to_owned(),
+                    method: method.to_owned(),
+                    params,
+                });
+                return Aside::Ignore;
             }
             let why = format!(
                 "the server asked the host for {method} during this call, but the host speaks protocol 2026-07-28, which has no server-to-client requests, and mcp-stdio cannot yet carry {method} to it as an input_required round"
@@ -500,11 +739,38 @@ pub async fn serve_server_messages(relay: Arc<Relay>, mut inbound: mpsc::Receive
             }
             Kind::Request => {
                 let raw_id = message.id.map(|id| id.get()).unwrap_or("null");
+                // Servers built on SDKs that do not relate a request to its call send it
+                // here; with exactly one call in progress, it can only be that call's.
+                if matches!(
+                    method,
+                    "elicitation/create" | "sampling/createMessage" | "roots/list"
+                ) {
+                    let only = {
+                        let flights = relay.modern_host.flights.lock().expect("flights lock");
+                        (flights.len() == 1)
+                            .then(|| flights.values().next().cloned())
+                            .flatten()
+                    };
+                    if let Some(flight) = only {
+                        let params = message
+                            .params
+                            .and_then(|p| serde_json::from_str(p.get()).ok())
+                            .unwrap_or_else(|| json!({}));
+                        let question = ServerRequest {
+                            raw_id: raw_id.to_owned(),
+                            method: method.to_owned(),
+                            params,
+                        };
+                        if flight.send(question).is_ok() {
+                            continue;
+                        }
+                    }
+                }
                 let answer = if method == "ping" {
                     format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{{}}}}"#).into_bytes()
                 } else {
                     let why = format!(
-                        "the host speaks protocol 2026-07-28 and cannot receive {method} outside a call"
+                        "the host speaks protocol 2026-07-28 and can be asked {method} only within a call; this request came outside one (or while several calls were in progress, so its call is unknown)"
                     );
                     error_response(raw_id, METHOD_NOT_FOUND, &why, None)
                 };
