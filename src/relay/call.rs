@@ -68,25 +68,7 @@ pub async fn call(
         }
         let max = relay.upstream.max_message_size();
         if status.is_success() && is_event_stream(&response) {
-            let mut events = sse::events(response, max);
-            while let Some(event) = events.next().await {
-                let data = match event {
-                    Ok(event) => event.data,
-                    Err(SseError::TooLarge(max)) => {
-                        return Err(Failure::upstream(format!(
-                            "the upstream answer exceeds --max-message-size ({max} bytes)"
-                        )));
-                    }
-                    Err(e) => return Err(lost(&request, &format!("the stream broke: {e}"))),
-                };
-                let Some(data) = data.filter(|d| !d.trim().is_empty()) else {
-                    continue;
-                };
-                if let Some(answer) = take(relay, &request, data.as_bytes(), aside).await? {
-                    return Ok(answer);
-                }
-            }
-            return Err(lost(&request, "the stream ended before the answer"));
+            return read_stream(relay, &request, response, aside).await;
         }
         let retry_after = requested_delay(&response);
         let body = read_capped(response, max).await?;
@@ -101,6 +83,76 @@ pub async fn call(
             }
         }
         return Err(status_failure(status, retry_after));
+    }
+}
+
+/// Reads the request's SSE stream to its answer. A legacy stream that breaks after the
+/// server numbered its events is resumed with GET and `Last-Event-ID` (after the server's
+/// `retry:` delay), as the relay core does; a 2026-07-28 stream cannot be resumed.
+async fn read_stream(
+    relay: &Relay,
+    request: &Outgoing<'_>,
+    response: crate::http::response::Response,
+    aside: &mut AsideFn<'_>,
+) -> Result<Vec<u8>, Failure> {
+    let max = relay.upstream.max_message_size();
+    let resumable = matches!(request.wire, Wire::Legacy { .. });
+    let mut events = sse::events(response, max);
+    let mut last_event_id: Option<String> = None;
+    let mut retry = None;
+    let mut attempts = 0;
+    loop {
+        let ended = loop {
+            let event = match events.next().await {
+                Some(Ok(event)) => event,
+                Some(Err(SseError::TooLarge(max))) => {
+                    return Err(Failure::upstream(format!(
+                        "the upstream answer exceeds --max-message-size ({max} bytes)"
+                    )));
+                }
+                Some(Err(e)) => break format!("the stream broke: {e}"),
+                None => break "the stream ended before the answer".to_owned(),
+            };
+            if event.id.is_some() {
+                last_event_id = event.id;
+                attempts = 0;
+            }
+            if let Some(ms) = event.retry_ms {
+                retry = Some(std::time::Duration::from_millis(ms));
+            }
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            if let Some(answer) = take(relay, request, data.as_bytes(), aside).await? {
+                return Ok(answer);
+            }
+        };
+        let Some(resume_from) = last_event_id.clone().filter(|_| resumable) else {
+            return Err(lost(request, &ended));
+        };
+        if attempts >= relay.config.max_reconnects {
+            return Err(lost(
+                request,
+                &format!("{ended}; gave up after {attempts} resumption attempts"),
+            ));
+        }
+        attempts += 1;
+        tokio::time::sleep(retry.unwrap_or(std::time::Duration::from_secs(1))).await;
+        events = match relay.upstream.get(Some(&resume_from), false).await {
+            Ok(resumed) if resumed.status().is_success() && is_event_stream(&resumed) => {
+                sse::events(resumed, max)
+            }
+            Ok(resumed) => {
+                return Err(lost(
+                    request,
+                    &format!(
+                        "{ended}, and resuming it failed with HTTP {}",
+                        resumed.status()
+                    ),
+                ));
+            }
+            Err(_) => futures_util::stream::empty().boxed(),
+        };
     }
 }
 
