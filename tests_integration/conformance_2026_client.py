@@ -65,7 +65,7 @@ async def exercise(client: Client, scenario: str, context: dict) -> None:
         # changed in it shows.
         focal = next(tool for tool in tools if tool.name == "json_schema_2020_12_tool")
         await client.call_tool("json_schema_echo", {"schema": focal.input_schema})
-    elif scenario in ("http-standard-headers", "http-invalid-tool-headers") or scenario.startswith("auth/"):
+    elif scenario in ("http-standard-headers", "http-invalid-tool-headers", "elicitation-sep1034-client-defaults", "sse-retry") or scenario.startswith("auth/"):
         for tool in tools:
             try:
                 await client.call_tool(tool.name, {"region": "us-west1"} if "region" in str(tool.input_schema) else {})
