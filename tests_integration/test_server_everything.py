@@ -76,3 +76,31 @@ async def test_resources_and_prompts_pass_through(everything_server):
         assert read.contents
         prompts = (await session.list_prompts()).prompts
         assert prompts
+
+
+async def test_every_tool_is_callable_by_a_2026_07_28_host(everything_server):
+    # A modern host in front of this handshake-era server: the relay runs initialize, and
+    # the server's sampling, elicitation and roots requests reach the host as
+    # input_required rounds that the host answers by retrying.
+    from host import accept_sampling, accept_with_defaults, list_roots, relay_binary
+    from mcp import StdioServerParameters
+    from mcp.client import Client
+
+    params = StdioServerParameters(command=relay_binary(), args=[everything_server.url, "--log-level", "warn"])
+    async with Client(
+        params,
+        mode="2026-07-28",
+        sampling_callback=accept_sampling,
+        elicitation_callback=accept_with_defaults,
+        list_roots_callback=list_roots,
+        cache=None,
+    ) as client:
+        tools = (await client.list_tools()).tools
+        names = {tool.name for tool in tools}
+        assert set(EXPECTED) <= names, f"server-everything offered {sorted(names)}"
+        for tool in tools:
+            result = await client.call_tool(tool.name, sample_arguments(tool))
+            text = " ".join(getattr(block, "text", "") or "" for block in result.content)
+            if tool.name in EXPECTED:
+                assert not result.is_error, f"{tool.name}: {text}"
+                assert EXPECTED[tool.name] in text, f"{tool.name}: {text}"
