@@ -691,3 +691,33 @@ async fn a_question_the_modern_host_cannot_answer_is_refused_upstream() {
         .expect("the server's request was answered");
     assert_eq!(refusal["error"]["code"], -32601);
 }
+
+static REDEPLOYED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[tokio::test]
+async fn a_verdict_that_proves_wrong_is_probed_again() {
+    // A legacy server that is redeployed as a 2026-07-28 one while the relay runs.
+    let upstream = Upstream::start(|seen: &Seen| {
+        if REDEPLOYED.load(std::sync::atomic::Ordering::SeqCst) {
+            modern_server(seen)
+        } else {
+            basic(seen)
+        }
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    REDEPLOYED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let refused = relay.call(json!(1), "tools/list", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    relay.wait_stderr("probing again on the next request").await;
+    let list = call(&mut relay, json!(2), "tools/list", json!({})).await;
+    assert!(list["result"]["tools"].as_array().is_some(), "{list}");
+    assert_eq!(upstream.posts_of("server/discover").len(), 2);
+    // The host's initialize, answered by the legacy server, still shapes the envelope.
+    let sent = upstream.posts_of("tools/list").pop().unwrap().json();
+    assert_eq!(
+        sent["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"],
+        "test-host"
+    );
+}

@@ -82,6 +82,13 @@ pub async fn call(
                 )));
             }
         }
+        if matches!(request.wire, Wire::Modern { .. }) && matches!(status.as_u16(), 400 | 404 | 405)
+        {
+            relay.eras.proven_wrong(
+                crate::era::Era::Modern,
+                &format!("HTTP {status} without a JSON-RPC answer to a 2026-07-28 request"),
+            );
+        }
         return Err(status_failure(status, retry_after));
     }
 }

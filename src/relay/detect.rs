@@ -92,10 +92,17 @@ impl Eras {
         self.upstream.lock().expect("era lock").clone()
     }
 
-    /// Forgets the verdict after it proved wrong; the next request probes again.
-    pub fn forget_upstream(&self) {
-        if self.choice == EraChoice::Auto {
-            *self.upstream.lock().expect("era lock") = None;
+    /// Forgets the verdict `was` after the server answered like the other era (a
+    /// redeployed server, a load balancer in front of mixed versions); the next request
+    /// probes again. A forced era (`--protocol-era`) is never forgotten.
+    pub fn proven_wrong(&self, was: Era, evidence: &str) {
+        if self.choice != EraChoice::Auto {
+            return;
+        }
+        let mut upstream = self.upstream.lock().expect("era lock");
+        if upstream.as_ref().map(UpstreamEra::era) == Some(was) {
+            tracing::info!(%evidence, "the upstream no longer answers like a {} server; probing again on the next request", was.name());
+            *upstream = None;
         }
     }
 

@@ -93,6 +93,12 @@ async fn answer(relay: &Relay, call: &Call, posted: Posted) -> Result<(), Failur
         };
     }
     // An error status. A JSON-RPC error in the body is the most precise answer there is.
+    if super::passthrough::error_code(&body) == Some(crate::era::UNSUPPORTED_PROTOCOL_VERSION) {
+        relay.eras.proven_wrong(
+            crate::era::Era::Legacy,
+            "a -32022 answer to a handshake-era request",
+        );
+    }
     if is_jsonrpc_error(&body)
         && let Routed::Own(line) = route(&relay.gate, &body, Some(&call.id)).await
     {

@@ -310,6 +310,7 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
             let host_era = relay.eras.note_host_request(&method, claims_modern);
             if method == "initialize" && !claims_modern {
                 relay.upstream.remember_host_initialize(parsed.params);
+                relay.legacy_host.remember_initialize(parsed.params);
             }
             match relay.gate.register(id.clone(), &raw_id, sink) {
                 Registered::Ok => {}

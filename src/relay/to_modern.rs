@@ -29,13 +29,23 @@ use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message;
 
 /// What the legacy host declared in its `initialize`, and what it set since.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Profile {
     /// Its capabilities as a modern request declares them (never wider).
     pub capabilities: Value,
     pub client_info: Option<Value>,
     /// From `logging/setLevel`, sent as `io.modelcontextprotocol/logLevel`.
     pub log_level: Option<String>,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Self {
+            capabilities: json!({}),
+            client_info: None,
+            log_level: None,
+        }
+    }
 }
 
 impl Profile {
@@ -58,6 +68,17 @@ pub struct LegacyHost {
 impl LegacyHost {
     pub fn profile(&self) -> Profile {
         self.profile.lock().expect("profile lock").clone()
+    }
+
+    /// Keeps what the host declared in `initialize`, whichever path answers it (the
+    /// upstream's era may change later, and every translated request needs it).
+    pub fn remember_initialize(&self, params: Option<&RawValue>) {
+        let params: InitializeParams = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let mut profile = self.profile.lock().expect("profile lock");
+        profile.capabilities = capabilities_for_modern(&params.capabilities);
+        profile.client_info = params.client_info.filter(Value::is_object);
     }
 }
 
@@ -83,11 +104,6 @@ async fn answer(
                 .params
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or_default();
-            {
-                let mut profile = host.profile.lock().expect("profile lock");
-                profile.capabilities = capabilities_for_modern(&params.capabilities);
-                profile.client_info = params.client_info.filter(Value::is_object);
-            }
             let discover = match discover {
                 Some(discover) => Some(discover),
                 None => fetch_discover(relay, version).await,
