@@ -721,3 +721,193 @@ async fn a_verdict_that_proves_wrong_is_probed_again() {
         "test-host"
     );
 }
+
+static LISTENS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static DROP_NOW: std::sync::LazyLock<std::sync::Arc<tokio::sync::Notify>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[tokio::test]
+async fn a_dropped_listen_stream_is_reopened_and_a_graceful_end_is_not() {
+    // First listen: acknowledged, then the connection breaks (no result): the relay
+    // listens again and tells the host to refetch, since changes may have been missed.
+    // Second listen: acknowledged, then ended with its result: the relay stays quiet.
+    let upstream = Upstream::start(|seen: &Seen| {
+        if seen.rpc_method().as_deref() != Some("subscriptions/listen") {
+            return modern_server(seen);
+        }
+        let request = seen.json();
+        let sub = request["id"].clone();
+        let ack = data(json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",
+            "params":{"_meta":{"io.modelcontextprotocol/subscriptionId":sub},"notifications":{"toolsListChanged":true}}}));
+        match LISTENS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::Sse {
+                headers: vec![],
+                steps: vec![ack, Step::Wait(DROP_NOW.clone()), Step::Abort],
+            },
+            _ => Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    ack,
+                    data(json!({"jsonrpc":"2.0","id":sub,"result":{"resultType":"complete",
+                        "_meta":{"io.modelcontextprotocol/subscriptionId":sub}}})),
+                ],
+            },
+        }
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    relay.wait_stderr("listen stream acknowledged").await;
+    DROP_NOW.notify_one();
+    let resync = relay.recv().await;
+    assert_eq!(
+        resync["method"], "notifications/tools/list_changed",
+        "{resync}"
+    );
+    // The channel is alive and nothing else came (no third listen after the graceful end).
+    let before = relay.ping_through("alive").await;
+    assert!(before.is_empty(), "{before:?}");
+    relay
+        .wait_stderr("the server ended the listen stream")
+        .await;
+    assert_eq!(upstream.posts_of("subscriptions/listen").len(), 2);
+}
+
+#[tokio::test]
+async fn several_questions_in_one_round_are_asked_together() {
+    let upstream = Upstream::start(|seen: &Seen| {
+        let request = seen.json();
+        if seen.rpc_method().as_deref() == Some("tools/call") {
+            return match request["params"].get("inputResponses") {
+                None => json_reply(result_for(&request, json!({
+                    "resultType": "input_required",
+                    "inputRequests": {
+                        "llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}},
+                        "where": {"method": "roots/list"}
+                    }}))),
+                Some(responses) => json_reply(result_for(&request, json!({
+                    "resultType": "complete",
+                    "content": [{"type": "text", "text": responses.to_string()}]}))),
+            };
+        }
+        modern_server(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay.initialize().await;
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"x","arguments":{}}}))
+        .await;
+    let mut asked = vec![];
+    while asked.len() < 2 {
+        let message = next_non_notification(&mut relay).await;
+        asked.push(message);
+    }
+    for question in &asked {
+        let result = match question["method"].as_str().unwrap() {
+            "sampling/createMessage" => {
+                json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"})
+            }
+            "roots/list" => json!({"roots":[{"uri":"file:///r"}]}),
+            other => panic!("unexpected question {other}"),
+        };
+        relay
+            .send(json!({"jsonrpc":"2.0","id":question["id"],"result":result}))
+            .await;
+    }
+    let answer = next_non_notification(&mut relay).await;
+    let text: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["llm"]["model"], "m", "{answer}");
+    assert_eq!(text["where"]["roots"][0]["uri"], "file:///r");
+}
+
+#[tokio::test]
+async fn a_modern_host_gets_only_the_logs_it_asked_for_and_its_cancel_reaches_the_legacy_server() {
+    let upstream = Upstream::start(|seen: &Seen| {
+        let request = seen.json();
+        match seen.rpc_method().as_deref() {
+            Some("initialize") => Reply::Json {
+                status: 200,
+                body: result_for(&request, json!({"protocolVersion":"2025-11-25","capabilities":{"logging":{},"tools":{}},"serverInfo":{"name":"fake","version":"1"}})).to_string(),
+                headers: vec![("mcp-session-id", "session-1".into())],
+            },
+            Some("tools/call") if request["params"]["name"] == "chatty" => Reply::Sse {
+                headers: vec![],
+                steps: vec![
+                    data(json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"noise"}})),
+                    data(json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","data":"careful"}})),
+                    data(result_for(&request, json!({"content":[]}))),
+                ],
+            },
+            Some("tools/call") => Reply::Sse { headers: vec![], steps: vec![Step::Hang] },
+            _ => basic(seen),
+        }
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let mut meta = envelope(json!({}));
+    meta["io.modelcontextprotocol/logLevel"] = json!("info");
+    relay
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chatty","_meta":meta}}))
+        .await;
+    let log = relay.recv().await;
+    assert_eq!(
+        log["params"]["data"], "careful",
+        "the debug line is below the asked level: {log}"
+    );
+    let answer = relay.recv().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(
+        upstream.posts_of("logging/setLevel")[0].json()["params"]["level"],
+        "info"
+    );
+    // Without logLevel, no log lines at all.
+    relay
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chatty","_meta":envelope(json!({}))}}))
+        .await;
+    let answer = relay.recv().await;
+    assert_eq!(
+        answer["id"], 2,
+        "no notifications/message for a request without logLevel: {answer}"
+    );
+
+    relay
+        .send(json!({"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"hang","_meta":envelope(json!({}))}}))
+        .await;
+    let seen = upstream
+        .wait_until("the slow call", |seen| {
+            seen.iter().any(|s| s.json()["params"]["name"] == "hang")
+        })
+        .await;
+    let upstream_id = seen
+        .iter()
+        .map(Seen::json)
+        .find(|m| m["params"]["name"] == "hang")
+        .unwrap()["id"]
+        .clone();
+    relay
+        .send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}))
+        .await;
+    let cancels = upstream.wait_for_method("notifications/cancelled").await;
+    let cancel = cancels
+        .iter()
+        .map(Seen::json)
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap();
+    assert_eq!(
+        cancel["params"]["requestId"], upstream_id,
+        "the cancel names the id the relay used upstream"
+    );
+    let alive = relay
+        .call(
+            json!("alive"),
+            "server/discover",
+            json!({"_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert!(
+        alive.get("result").is_some(),
+        "nothing for the cancelled call came first: {alive}"
+    );
+}
