@@ -46,6 +46,27 @@ pub fn standard(
     method: &str,
     params: Option<&Map<String, Value>>,
 ) -> Result<Vec<(&'static str, String)>, String> {
+    let name = name_field(method)
+        .and_then(|field| params.and_then(|p| p.get(field)))
+        .and_then(Value::as_str);
+    standard_named(version, method, name)
+}
+
+/// Which field of `params` `Mcp-Name` mirrors for `method`, if any.
+pub fn name_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// [`standard`] with the `Mcp-Name` value already picked out (see [`name_field`]).
+pub fn standard_named(
+    version: &str,
+    method: &str,
+    name: Option<&str>,
+) -> Result<Vec<(&'static str, String)>, String> {
     if method.is_empty() || !method.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
         return Err(format!(
             "the method {method:?} cannot be sent to a 2026-07-28 server: Mcp-Method must be visible ASCII"
@@ -55,14 +76,7 @@ pub fn standard(
         (PROTOCOL_VERSION, version.to_owned()),
         (METHOD, method.to_owned()),
     ];
-    let name_field = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    };
-    if let Some(field) = name_field
-        && let Some(Value::String(name)) = params.and_then(|p| p.get(field))
-    {
+    if let Some(name) = name.filter(|_| name_field(method).is_some()) {
         headers.push((NAME, encode_value(name)));
     }
     Ok(headers)

@@ -203,8 +203,20 @@ pub fn modern_headers(
     method: &str,
     params: Option<&serde_json::Map<String, Value>>,
 ) -> Result<HeaderMap, Failure> {
+    let name = crate::era::headers::name_field(method)
+        .and_then(|field| params.and_then(|p| p.get(field)))
+        .and_then(Value::as_str);
+    modern_headers_named(version, method, name)
+}
+
+/// [`modern_headers`] with the `Mcp-Name` value already picked out.
+pub fn modern_headers_named(
+    version: &str,
+    method: &str,
+    name: Option<&str>,
+) -> Result<HeaderMap, Failure> {
     let pairs =
-        crate::era::headers::standard(version, method, params).map_err(Failure::upstream)?;
+        crate::era::headers::standard_named(version, method, name).map_err(Failure::upstream)?;
     let mut headers = HeaderMap::with_capacity(pairs.len());
     for (name, value) in pairs {
         insert(&mut headers, name, &value)?;

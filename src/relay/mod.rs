@@ -426,8 +426,12 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
 
 /// Serves one host request on the path its era and the upstream's call for.
 async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
-    let capabilities = probe_capabilities(&call);
-    let upstream = match detect::upstream_era(&relay, &capabilities).await {
+    let known = relay.eras.upstream_known();
+    let upstream = match known {
+        Some(known) => Ok(Some(known)),
+        None => detect::upstream_era(&relay, &probe_capabilities(&call)).await,
+    };
+    let upstream = match upstream {
         Ok(upstream) => upstream,
         Err(failure) => {
             relay.gate.fail(&call.id, &failure).await;

@@ -47,17 +47,17 @@ pub struct ParkedCall {
 }
 
 pub struct Parked {
-    key: [u8; 32],
+    /// Made on first use: starting the crypto library costs tens of milliseconds, which
+    /// every relay would otherwise pay at startup.
+    key: std::sync::OnceLock<[u8; 32]>,
     calls: Mutex<HashMap<u64, ParkedCall>>,
     next: AtomicU64,
 }
 
 impl Default for Parked {
     fn default() -> Self {
-        let mut key = [0u8; 32];
-        aws_lc_rs::rand::fill(&mut key).expect("the system random generator works");
         Self {
-            key,
+            key: std::sync::OnceLock::new(),
             calls: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
         }
@@ -65,17 +65,25 @@ impl Default for Parked {
 }
 
 impl Parked {
+    fn key(&self) -> &[u8; 32] {
+        self.key.get_or_init(|| {
+            let mut key = [0u8; 32];
+            aws_lc_rs::rand::fill(&mut key).expect("the system random generator works");
+            key
+        })
+    }
+
     /// Parks a call; returns its number and the `requestState` the host must echo.
     pub fn park(&self, call: ParkedCall, method: &str, name: Option<&str>) -> (u64, String) {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.calls.lock().expect("parked lock").insert(id, call);
-        (id, state_token::sign(&self.key, id, method, name))
+        (id, state_token::sign(self.key(), id, method, name))
     }
 
     /// Takes the parked call a retry's `requestState` names, if it is genuine, for this
     /// method and name, and still parked (each state resumes a call once).
     pub fn resume(&self, state: &str, method: &str, name: Option<&str>) -> Option<ParkedCall> {
-        let id = state_token::verify(&self.key, state, method, name)?;
+        let id = state_token::verify(self.key(), state, method, name)?;
         self.calls.lock().expect("parked lock").remove(&id)
     }
 

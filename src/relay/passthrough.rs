@@ -2,17 +2,20 @@
 //! with the headers the HTTP transport requires mirrored from them. No session, no GET, no
 //! DELETE; cancelling a request closes its stream.
 
+use std::borrow::Cow;
 use std::sync::Arc;
+
+use serde_json::value::RawValue;
 
 use serde_json::{Value, json};
 
 use super::Relay;
 use super::call::{Aside, Outgoing, call};
-use super::detect::modern_headers;
+use super::detect::modern_headers_named;
 use super::exchange::Call;
 use super::gate::Failure;
 use super::methods::is_replay_safe;
-use super::tool_headers::{add_param_headers, envelope_only, refresh};
+use super::tool_headers::{Arguments, add_param_headers, envelope_only, refresh};
 use super::upstream::Wire;
 use crate::era::envelope::{self, Claim, ClaimError};
 use crate::era::{HEADER_MISMATCH, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
@@ -49,17 +52,68 @@ pub fn host_claim(params: Option<&serde_json::value::RawValue>) -> Result<Claim,
     }
 }
 
+/// The fields of a modern request's params the relay needs, borrowed (the request itself
+/// is forwarded as the host's bytes).
+#[derive(serde::Deserialize)]
+struct View<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<MetaView<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaView<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<Cow<'a, str>>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    capabilities: Option<&'a RawValue>,
+}
+
+/// The version a well-formed modern request claims, read without building a tree; `None`
+/// sends the request down the slow path that names exactly what is wrong.
+fn quick_claim<'a>(view: &'a View<'_>) -> Option<&'a str> {
+    let meta = view.meta.as_ref()?;
+    let version = meta.version.as_deref()?;
+    let capabilities_ok = meta
+        .capabilities
+        .is_some_and(|c| c.get().trim_start().starts_with('{'));
+    (capabilities_ok && MODERN_VERSIONS.contains(&version)).then_some(version)
+}
+
 async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
     let parsed =
         message::parse(&request.line).map_err(|_| Failure::upstream("unparsable request"))?;
-    let claim = host_claim(parsed.params)?;
-    let params = envelope::params_object(parsed.params);
+    let view: Option<View<'_>> = match parsed.params {
+        Some(params) => serde_json::from_str(params.get()).ok(),
+        None => None,
+    };
+    let version = match view.as_ref().and_then(quick_claim) {
+        Some(version) => version.to_owned(),
+        None => host_claim(parsed.params)?.version,
+    };
     let method = request.method.as_str();
+    let name = match method {
+        "resources/read" => view.as_ref().and_then(|v| v.uri.as_deref()),
+        _ => view.as_ref().and_then(|v| v.name.as_deref()),
+    };
     let mut relisted = false;
     loop {
-        let mut headers = modern_headers(&claim.version, method, params.as_ref())?;
+        let mut headers = modern_headers_named(&version, method, name)?;
         if method == "tools/call" {
-            add_param_headers(relay, &claim.version, params.as_ref(), &mut headers).await?;
+            add_param_headers(
+                relay,
+                &version,
+                name,
+                Arguments::Raw(view.as_ref().and_then(|v| v.arguments)),
+                || envelope_only(envelope::params_object(parsed.params).as_ref()),
+                &mut headers,
+            )
+            .await?;
         }
         let outgoing = Outgoing {
             body: request.line.clone(),
@@ -75,14 +129,16 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
             Aside::Host(one_line(payload).into_owned())
         })
         .await?;
+        let shape = AnswerShape::of(&answer);
         // The server says a mirrored header disagrees with the body: the tool's schema
         // may have changed since it was listed. List again, and retry once.
-        if method == "tools/call" && !relisted && error_code(&answer) == Some(HEADER_MISMATCH) {
+        if method == "tools/call" && !relisted && shape.error_code == Some(HEADER_MISMATCH) {
             relisted = true;
             tracing::info!(
                 "the server answered -32020 to a tools/call; listing the tools again and retrying"
             );
-            refresh(relay, &claim.version, &envelope_only(params.as_ref())).await?;
+            let meta = envelope_only(envelope::params_object(parsed.params).as_ref());
+            refresh(relay, &version, &meta).await?;
             continue;
         }
         let answer = if method == "tools/list" {
@@ -90,11 +146,63 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
         } else {
             answer
         };
-        relay
-            .gate
-            .deliver(&request.id, complete_for_modern_host(method, answer))
-            .await;
+        let answer = if shape.complete_for(method) {
+            answer
+        } else {
+            complete_for_modern_host(method, answer)
+        };
+        relay.gate.deliver(&request.id, answer).await;
         return Ok(());
+    }
+}
+
+/// What the relay needs to know of an answer, read in one pass without building a tree.
+#[derive(Default)]
+pub struct AnswerShape {
+    pub error_code: Option<i64>,
+    result_type: bool,
+    cache_hints: bool,
+    is_result: bool,
+}
+
+impl AnswerShape {
+    pub fn of(answer: &[u8]) -> Self {
+        use serde::de::IgnoredAny;
+        #[derive(serde::Deserialize)]
+        struct Present {
+            #[serde(rename = "resultType")]
+            result_type: Option<IgnoredAny>,
+            #[serde(rename = "ttlMs")]
+            ttl_ms: Option<IgnoredAny>,
+            #[serde(rename = "cacheScope")]
+            cache_scope: Option<IgnoredAny>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Code {
+            code: Option<i64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            result: Option<Present>,
+            error: Option<Code>,
+        }
+        match serde_json::from_slice::<Answer>(answer) {
+            Ok(Answer { result, error }) => Self {
+                error_code: error.and_then(|e| e.code),
+                is_result: result.is_some(),
+                result_type: result.as_ref().is_some_and(|r| r.result_type.is_some()),
+                cache_hints: result
+                    .as_ref()
+                    .is_some_and(|r| r.ttl_ms.is_some() && r.cache_scope.is_some()),
+            },
+            Err(_) => Self::default(),
+        }
+    }
+
+    /// True when nothing needs adding for a modern host (errors never do).
+    fn complete_for(&self, method: &str) -> bool {
+        !self.is_result
+            || (self.result_type && (self.cache_hints || !crate::era::bridge::is_cacheable(method)))
     }
 }
 

@@ -18,7 +18,7 @@ use super::gate::Failure;
 use super::listen::Listens;
 use super::methods::is_replay_safe;
 use super::passthrough::error_code;
-use super::tool_headers::{add_param_headers, envelope_only, refresh};
+use super::tool_headers::{Arguments, add_param_headers, envelope_only, refresh};
 use super::upstream::Wire;
 use crate::era::bridge::{capabilities_for_modern, initialize_result};
 use crate::era::envelope::{self, Stamp, request_line};
@@ -223,7 +223,15 @@ async fn forward(
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
         let mut headers = modern_headers(version, method, Some(&original))?;
         if method == "tools/call" {
-            add_param_headers(relay, version, Some(&original), &mut headers).await?;
+            add_param_headers(
+                relay,
+                version,
+                original.get("name").and_then(Value::as_str),
+                Arguments::Parsed(original.get("arguments")),
+                || envelope_only(Some(&original)),
+                &mut headers,
+            )
+            .await?;
         }
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{raw_id},"method":{},"params":{body_params}}}"#,

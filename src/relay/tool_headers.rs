@@ -121,28 +121,46 @@ pub async fn refresh(
     Ok(())
 }
 
-/// Adds a `tools/call`'s `Mcp-Param-*` headers, listing the tools first if the relay has
-/// not seen this one.
+/// A call's arguments, as the caller has them.
+pub enum Arguments<'a> {
+    Raw(Option<&'a serde_json::value::RawValue>),
+    Parsed(Option<&'a Value>),
+}
+
+/// Adds a `tools/call`'s `Mcp-Param-*` headers for tool `name`, listing the tools first
+/// (with the envelope `meta` gives) if the relay has not seen this one.
 pub async fn add_param_headers(
     relay: &Relay,
     version: &str,
-    params: Option<&Map<String, Value>>,
+    name: Option<&str>,
+    arguments: Arguments<'_>,
+    meta: impl FnOnce() -> Map<String, Value>,
     headers: &mut HeaderMap,
 ) -> Result<(), Failure> {
-    let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+    let Some(name) = name else {
         return Ok(());
     };
     let known = match relay.tools.get(name) {
-        Some(known) => Some(known),
+        Some(known) => known,
         None => {
-            if let Err(failure) = refresh(relay, version, &envelope_only(params)).await {
+            if let Err(failure) = refresh(relay, version, &meta()).await {
                 tracing::debug!(problem = %failure.message, "could not list the tools for their x-mcp-header annotations");
             }
-            relay.tools.get(name)
+            relay.tools.get(name).unwrap_or_default()
         }
     };
-    let arguments = params.and_then(|p| p.get("arguments"));
-    for (header, value) in values(&known.unwrap_or_default(), arguments) {
+    if known.is_empty() {
+        return Ok(()); // the common case: nothing to mirror, nothing to parse
+    }
+    let parsed;
+    let arguments = match arguments {
+        Arguments::Parsed(arguments) => arguments,
+        Arguments::Raw(raw) => {
+            parsed = raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+            parsed.as_ref()
+        }
+    };
+    for (header, value) in values(&known, arguments) {
         insert(headers, &header, &value)?;
     }
     Ok(())
