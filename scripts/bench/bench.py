@@ -1,8 +1,12 @@
 """Benchmarks the relay against the Python mcp-stdio 0.45.2 and a direct HTTP client, in one
 run, against the same fast local upstream (upstream.mjs). Not a test: it reports figures.
 
-Usage: scripts/bench/run [--calls N] [--rounds R]   (builds the release binary and installs
-peers first)
+Usage: scripts/bench/run [--calls N] [--rounds R] [--eras]   (builds the release binary and
+installs peers first)
+
+--eras adds the 2026-07-28 paths: a modern host against a modern server (passed through), a
+legacy host against a modern server and a modern host against a legacy server (translated),
+each against the Python tool with --protocol-era auto.
 
 Each round runs every peer once, alternating which relay goes first; the table reports the
 median of the rounds, because on a small shared machine one run of a sub-0.1 ms figure moves
@@ -28,8 +32,25 @@ TICKS = os.sysconf("SC_CLK_TCK")
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
 
 
-def call(i: int) -> bytes:
-    return (json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo", "arguments": {"i": i}}}) + "\n").encode()
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
+
+
+def call(i: int, modern: bool = False) -> bytes:
+    params = {"name": "echo", "arguments": {"i": i}}
+    if modern:
+        params["_meta"] = ENVELOPE
+    return (json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}) + "\n").encode()
+
+
+def opening(modern: bool) -> bytes:
+    """The host's first request: initialize (legacy) or server/discover (2026-07-28)."""
+    if modern:
+        return (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": ENVELOPE}}) + "\n").encode()
+    return (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}) + "\n").encode()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -48,13 +69,13 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
 
 
-def startup_ms(command: list[str], runs: int = 7) -> float:
+def startup_ms(command: list[str], runs: int = 7, modern: bool = False) -> float:
     """Spawn to the first response (the answer to initialize), median of `runs`."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
-        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}) + "\n").encode())
+        p.stdin.write(opening(modern))
         p.stdin.flush()
         p.stdout.readline()
         times.append((time.perf_counter() - start) * 1000)
@@ -63,16 +84,19 @@ def startup_ms(command: list[str], runs: int = 7) -> float:
     return statistics.median(times)
 
 
-def bench_stdio(command: list[str], calls: int) -> dict:
+def bench_stdio(command: list[str], calls: int, modern: bool = False) -> dict:
     p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
     send = p.stdin
     recv = p.stdout
-    send.write((json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}) + "\n").encode())
-    send.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    send.write(opening(modern))
+    if not modern:
+        send.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
     send.flush()
-    recv.readline()
+    first = recv.readline()
+    if b'"result"' not in first:
+        raise RuntimeError(f"the opening request failed: {first[:300]!r}")
     for i in range(1, 201):  # warm-up
-        send.write(call(i))
+        send.write(call(i, modern))
         send.flush()
         recv.readline()
     cpu_before = cpu_seconds(p.pid)
@@ -80,7 +104,7 @@ def bench_stdio(command: list[str], calls: int) -> dict:
     next_id = 1000
     for _ in range(calls):
         t0 = time.perf_counter()
-        send.write(call(next_id))
+        send.write(call(next_id, modern))
         send.flush()
         line = recv.readline()
         latencies.append((time.perf_counter() - t0) * 1000)
@@ -93,7 +117,7 @@ def bench_stdio(command: list[str], calls: int) -> dict:
     done = 0
     while done < calls:
         while in_flight < 16 and sent < calls:
-            send.write(call(next_id))
+            send.write(call(next_id, modern))
             next_id += 1
             sent += 1
             in_flight += 1
@@ -157,6 +181,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--eras", action="store_true", help="also measure the 2026-07-28 paths")
     args = parser.parse_args()
     upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs"))], stdout=subprocess.PIPE, text=True)
     port = int(upstream.stdout.readline())
@@ -173,8 +198,14 @@ def main() -> None:
             for name, command in relays:
                 runs[name].append(bench_stdio(command, args.calls) | {"startup_ms": startup_ms(command)})
             runs["direct HTTP client (httpx)"].append(asyncio.run(bench_direct(url, args.calls)))
+        report(args, runs)
+        if args.eras:
+            bench_eras(args.calls, args.rounds, url)
     finally:
         upstream.terminate()
+
+
+def report(args, runs: dict) -> None:
     results = {name: median_of(r) for name, r in runs.items()}
     rust, python, direct = results.values()
     print(f"calls per phase: {args.calls}; rounds: {args.rounds} (medians); machine: {os.cpu_count()} cores\n")
@@ -196,6 +227,51 @@ def main() -> None:
         f"16 in flight {python['cpu_ms_16'] / rust['cpu_ms_16']:.1f}x"
     )
     print(f"peak RSS, Rust relay: {rust['peak_rss_mib']:.1f} MiB (target <= 10); startup {rust['startup_ms']:.1f} ms (target <= 20)")
+
+
+def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
+    """The 2026-07-28 paths, each the Rust relay against the Python tool (--protocol-era auto)."""
+    modern_upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs")), "0", "modern"], stdout=subprocess.PIPE, text=True)
+    modern_url = f"http://127.0.0.1:{int(modern_upstream.stdout.readline())}/mcp"
+    paths = [
+        ("modern host -> modern server", modern_url, True),
+        ("legacy host -> modern server", modern_url, False),
+        ("modern host -> legacy server", legacy_url, True),
+    ]
+    print("\n2026-07-28 paths (medians of", rounds, "rounds)\n")
+    print("| path | peer | p50 ms | calls/s (16 in flight) | CPU ms/call | peak RSS MiB | spawn→first response ms |")
+    print("|---|---|---|---|---|---|---|")
+    nan = float("nan")
+    try:
+        for path, url, modern in paths:
+            peers = [
+                ("mcp-stdio (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--log-level", "off"]),
+                ("mcp-stdio 0.45.2 (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), url, "--protocol-era", "auto"]),
+            ]
+            results = {}
+            for name, command in peers:
+                runs = []
+                for _ in range(rounds):
+                    try:
+                        runs.append(bench_stdio(command, calls, modern) | {"startup_ms": startup_ms(command, 3, modern)})
+                    except Exception as error:  # a peer that cannot do this path at all
+                        print(f"<!-- {name}, {path}: {error} -->")
+                        break
+                results[name] = median_of(runs) if len(runs) == rounds else None
+            for name, r in results.items():
+                if r is None:
+                    print(f"| {path} | {name} | fails | | | | |")
+                    continue
+                print(
+                    f"| {path} | {name} | {r['p50_ms']:.3f} | {r['calls_per_s_16']:.0f} | {r.get('cpu_ms_per_call', nan):.3f} | "
+                    f"{r.get('peak_rss_mib', nan):.1f} | {r.get('startup_ms', nan):.1f} |"
+                )
+            rust, python = results.values()
+            if rust and python:
+                print(f"| {path} | CPU per call, Python / Rust | {python['cpu_ms_per_call'] / rust['cpu_ms_per_call']:.1f}x | "
+                      f"throughput Rust / Python {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x | | | |")
+    finally:
+        modern_upstream.terminate()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 // A fast local Streamable HTTP upstream for benchmarks: JSON answers, one session, 202 for
 // notifications, 405 for GET. Prints its port on stdout.
+// With "modern" as its second argument it is a 2026-07-28 server instead: server/discover,
+// no sessions, results with resultType, initialize refused with -32022.
 import http from "node:http";
+
+const modern = process.argv[3] === "modern";
 
 const server = http.createServer((req, res) => {
   if (req.method === "GET") return res.writeHead(405).end();
@@ -15,6 +19,21 @@ const server = http.createServer((req, res) => {
       return res.writeHead(400).end();
     }
     if (msg.id === undefined) return res.writeHead(202).end();
+    if (modern) {
+      const claimed = msg.params?._meta?.["io.modelcontextprotocol/protocolVersion"];
+      if (!claimed) {
+        res.writeHead(400, { "content-type": "application/json" });
+        return res.end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, error: { code: -32022, message: "Unsupported protocol version", data: { supported: ["2026-07-28"] } } }));
+      }
+      const result =
+        msg.method === "server/discover"
+          ? { resultType: "complete", supportedVersions: ["2026-07-28"], capabilities: { tools: {} }, ttlMs: 0, cacheScope: "private", _meta: { "io.modelcontextprotocol/serverInfo": { name: "bench", version: "1" } } }
+          : msg.method === "tools/list"
+            ? { resultType: "complete", ttlMs: 0, cacheScope: "private", tools: [{ name: "echo", inputSchema: { type: "object" } }] }
+            : { resultType: "complete", content: [{ type: "text", text: "ok" }] };
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
+    }
     const result =
       msg.method === "initialize"
         ? { protocolVersion: msg.params?.protocolVersion ?? "2025-06-18", capabilities: { tools: {} }, serverInfo: { name: "bench", version: "1" } }
