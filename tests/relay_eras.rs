@@ -151,6 +151,8 @@ fn tool_call(seen: &Seen, request: &Value) -> Reply {
                 )),
             )),
         },
+        // A retired code a 2026-07-28 server must not send (and the relay must not pass).
+        "retired" => error_reply(200, &request["id"], -32002, "Resource not found"),
         // An older-style result: no resultType.
         "bare" => json_reply(result_for(request, json!({"content": []}))),
         "loop" => json_reply(result_for(
@@ -389,6 +391,14 @@ async fn a_modern_host_passes_through_to_a_modern_server_with_headers() {
         bare["result"],
         json!({"content": [], "resultType": "complete"})
     );
+    let retired = relay
+        .call(
+            json!("r"),
+            "tools/call",
+            json!({"name": "retired", "_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(retired["error"]["code"], -32602, "{retired}");
     // An unusable envelope is refused locally with the modern codes.
     let bad = relay
         .call(json!(2), "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}))

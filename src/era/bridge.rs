@@ -120,6 +120,16 @@ pub fn error_code_for_modern(code: i64) -> i64 {
     }
 }
 
+/// A 2026-07-28 server's error code as the relay passes it to a modern host: the codes
+/// the spec defines pass, the retired ones (`-32002`, `-32042`) and undefined ones in
+/// `-32020..-32099` are replaced, since the relay must not emit them either.
+pub fn modern_code_for_modern_host(code: i64) -> i64 {
+    match code {
+        -32022..=-32020 => code,
+        other => error_code_for_modern(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +194,9 @@ mod tests {
         assert_eq!(error_code_for_modern(-32601), -32601);
         assert_eq!(error_code_for_modern(-32000), -32000);
         assert_eq!(error_code_for_modern(42), 42);
+        assert_eq!(modern_code_for_modern_host(-32022), -32022);
+        assert_eq!(modern_code_for_modern_host(-32020), -32020);
+        assert_eq!(modern_code_for_modern_host(-32050), -32603);
+        assert_eq!(modern_code_for_modern_host(-32002), -32602);
     }
 }

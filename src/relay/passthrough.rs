@@ -17,6 +17,7 @@ use super::gate::Failure;
 use super::methods::is_replay_safe;
 use super::tool_headers::{Arguments, add_param_headers, envelope_only, refresh};
 use super::upstream::Wire;
+use crate::era::bridge::modern_code_for_modern_host;
 use crate::era::envelope::{self, Claim, ClaimError};
 use crate::era::{HEADER_MISMATCH, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::error::INVALID_PARAMS;
@@ -151,6 +152,12 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
         } else {
             complete_for_modern_host(method, answer)
         };
+        let answer = match shape.error_code {
+            Some(code) if modern_code_for_modern_host(code) != code => {
+                with_error_code(answer, modern_code_for_modern_host(code))
+            }
+            _ => answer,
+        };
         relay.gate.deliver(&request.id, answer).await;
         return Ok(());
     }
@@ -247,6 +254,15 @@ pub fn complete_for_modern_host(method: &str, answer: Vec<u8>) -> Vec<u8> {
     }
     crate::era::bridge::decorate_result(method, result);
     serde_json::to_vec(&answer_value).unwrap_or(answer)
+}
+
+/// The answer with its error code replaced (the rest as it was).
+fn with_error_code(answer: Vec<u8>, code: i64) -> Vec<u8> {
+    let Ok(mut value) = serde_json::from_slice::<Value>(&answer) else {
+        return answer;
+    };
+    value["error"]["code"] = code.into();
+    serde_json::to_vec(&value).unwrap_or(answer)
 }
 
 /// The error code of an answer line, if it is an error.
