@@ -921,3 +921,55 @@ async fn a_modern_host_gets_only_the_logs_it_asked_for_and_its_cancel_reaches_th
         "nothing for the cancelled call came first: {alive}"
     );
 }
+
+static LISTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[tokio::test]
+async fn a_header_mismatch_relists_the_tools_and_retries_once() {
+    // The first tools/list predates the x-mcp-header annotation; the server now requires
+    // Mcp-Param-Region and says -32020 without it.
+    let upstream = Upstream::start(|seen: &Seen| {
+        let request = seen.json();
+        match seen.rpc_method().as_deref() {
+            Some("tools/list") => {
+                let annotated = LISTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0;
+                let mut region = json!({"type": "string"});
+                if annotated {
+                    region["x-mcp-header"] = json!("Region");
+                }
+                json_reply(result_for(&request, json!({"resultType":"complete","ttlMs":0,"cacheScope":"private",
+                    "tools":[{"name":"weather","inputSchema":{"type":"object","properties":{"region":region}}}]})))
+            }
+            Some("tools/call") if seen.header("mcp-param-region").is_none() => {
+                error_reply(400, &request["id"], -32020, "Header mismatch: Mcp-Param-Region is missing")
+            }
+            _ => modern_server(seen),
+        }
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay
+        .call(
+            json!(1),
+            "tools/list",
+            json!({"_meta": envelope(json!({}))}),
+        )
+        .await;
+    let answer = relay
+        .call(
+            json!(2),
+            "tools/call",
+            json!({"name": "weather", "arguments": {"region": "eu"}, "_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "weather region=eu days=",
+        "{answer}"
+    );
+    assert_eq!(
+        upstream.posts_of("tools/list").len(),
+        2,
+        "listed again once"
+    );
+    assert_eq!(upstream.posts_of("tools/call").len(), 2, "retried once");
+}
