@@ -30,10 +30,10 @@ impl TokenStore {
     pub fn open(choice: Choice, file: FileStore) -> Result<Self, String> {
         let keyring = match choice {
             Choice::File => None,
-            Choice::Keyring => Some(KeyringStore::secret_service().map_err(|e| {
+            Choice::Keyring => Some(KeyringStore::os_store().map_err(|e| {
                 format!("--token-store keyring: {e}; use --token-store file (or auto, which falls back to it)")
             })?),
-            Choice::Auto => match KeyringStore::secret_service() {
+            Choice::Auto => match KeyringStore::os_store() {
                 Ok(keyring) => Some(keyring),
                 Err(e) => {
                     tracing::debug!("no usable keyring ({e}); tokens go to the file");
@@ -122,7 +122,7 @@ impl TokenStore {
     /// For `status` and notices: which backend holds the tokens now.
     pub fn describe(&self) -> String {
         match self.keyring() {
-            Some(_) => "the OS keyring (Secret Service)".into(),
+            Some(_) => KeyringStore::name().into(),
             None => format!("file {}", self.file.path().display()),
         }
     }
@@ -166,7 +166,7 @@ mod tests {
         store.save(&document()).unwrap();
         assert_eq!(keyring.load().unwrap(), document());
         assert!(!dir.path().join("tokens.json").exists(), "nothing on disk");
-        assert_eq!(store.describe(), "the OS keyring (Secret Service)");
+        assert_eq!(store.describe(), KeyringStore::name());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The OS credential store (keyring-core; Secret Service on Linux): the whole token
-//! document as one secret, `mcp-stdio` / `oauth-tokens`.
+//! The OS credential store through keyring-core (Secret Service on Linux, the login
+//! Keychain on macOS, Credential Manager on Windows): the whole token document as one
+//! secret, `mcp-stdio` / `oauth-tokens`.
 //!
 //! Keyring calls block (D-Bus, and on a desktop maybe an unlock prompt), so each runs on a
 //! helper thread and is given up after a bound: a stuck keyring must not hang the relay.
@@ -43,10 +44,28 @@ impl KeyringStore {
         KeyringStore { store }
     }
 
+    /// The platform's credential store.
+    pub fn os_store() -> Result<Self, KeyringError> {
+        Self::platform()
+    }
+
+    /// Which store [`KeyringStore::os_store`] is, for `status` and the logs.
+    pub fn name() -> &'static str {
+        if cfg!(target_os = "linux") {
+            "the OS keyring (Secret Service)"
+        } else if cfg!(target_os = "macos") {
+            "the macOS login Keychain"
+        } else if cfg!(target_os = "windows") {
+            "the Windows Credential Manager"
+        } else {
+            "the OS keyring"
+        }
+    }
+
     /// The desktop's Secret Service (GNOME Keyring, KWallet). Fails fast where there is no
     /// session bus (servers, containers, CI).
     #[cfg(target_os = "linux")]
-    pub fn secret_service() -> Result<Self, KeyringError> {
+    fn platform() -> Result<Self, KeyringError> {
         // Without a session bus there is no Secret Service; saying so without starting
         // zbus saves a thread and a megabyte on every headless start.
         if !session_bus_present() {
@@ -57,10 +76,29 @@ impl KeyringStore {
             .map(|store| KeyringStore::new(store))
     }
 
-    #[cfg(not(target_os = "linux"))]
-    pub fn secret_service() -> Result<Self, KeyringError> {
+    /// The user's login Keychain (the "legacy keychain" store: the one an unsigned
+    /// command-line program may use). Not build-checked on the Linux machines this project
+    /// is developed and tested on.
+    #[cfg(target_os = "macos")]
+    fn platform() -> Result<Self, KeyringError> {
+        bounded(apple_native_keyring_store::keychain::Store::new)
+            .and_then(|r| r.map_err(classify))
+            .map(|store| KeyringStore::new(store))
+    }
+
+    /// The Windows Credential Manager. Not build-checked on the Linux machines this
+    /// project is developed and tested on.
+    #[cfg(target_os = "windows")]
+    fn platform() -> Result<Self, KeyringError> {
+        bounded(windows_native_keyring_store::Store::new)
+            .and_then(|r| r.map_err(classify))
+            .map(|store| KeyringStore::new(store))
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "windows")))]
+    fn platform() -> Result<Self, KeyringError> {
         Err(KeyringError::NoAccess(
-            "no keyring backend is built for this platform yet".into(),
+            "no OS keyring is supported on this platform".into(),
         ))
     }
 
