@@ -59,6 +59,67 @@ fn bad_flag_values_name_the_flag() {
         &["https://h/mcp", "--ca-cert", "/nonexistent/ca.pem"],
         "--ca-cert",
     );
+    fails_with(
+        &["https://h/mcp", "--protocol-era", "2026"],
+        "--protocol-era",
+    );
+    fails_with(
+        &["https://h/mcp", "--max-input-rounds", "0"],
+        "--max-input-rounds",
+    );
+    fails_with(
+        &["https://h/mcp", "--input-timeout", "0"],
+        "--input-timeout",
+    );
+    fails_with(
+        &["https://h/mcp", "--keyring-timeout", "0"],
+        "--keyring-timeout",
+    );
+    fails_with(
+        &["login", "https://h/mcp", "--timeout-read", "0"],
+        "--timeout-read",
+    );
+    fails_with(&["status", "--keyring-timeout", "x"], "--keyring-timeout");
+    fails_with(
+        &["logout", "--all", "--max-message-size", "5"],
+        "--max-message-size",
+    );
+}
+
+/// A "session bus" that accepts connections and never says a word: the keyring call
+/// hangs, and `--keyring-timeout` is what ends it.
+#[test]
+fn a_keyring_that_never_answers_is_given_up_after_keyring_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("bus");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let held = std::thread::spawn(move || {
+        // Accept, then hold the connections open without answering.
+        let mut kept = Vec::new();
+        for stream in listener.incoming().take(4) {
+            kept.push(stream);
+        }
+    });
+    let output = std::process::Command::new(common::binary())
+        .args([
+            "status",
+            "--token-store",
+            "keyring",
+            "--keyring-timeout",
+            "0.5",
+        ])
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", socket.display()),
+        )
+        .env("XDG_STATE_HOME", dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("did not answer within 0.5 s"), "{stderr}");
+    drop(held);
 }
 
 #[test]

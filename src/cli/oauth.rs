@@ -17,7 +17,7 @@ use crate::oauth::store::file::FileStore;
 pub enum TokenStoreChoice {
     /// The OS keyring when one is usable, else the file.
     Auto,
-    /// The OS keyring (Secret Service on Linux) or fail.
+    /// The OS keyring (Secret Service, macOS Keychain, Windows Credential Manager) or fail.
     Keyring,
     /// The 0600 token file.
     File,
@@ -31,6 +31,19 @@ impl From<TokenStoreChoice> for Choice {
             TokenStoreChoice::File => Choice::File,
         }
     }
+}
+
+/// Where tokens are kept: shared by the relay and every token command.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct StoreArgs {
+    /// Where tokens are kept.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub token_store: TokenStoreChoice,
+
+    /// Seconds one OS keyring call may take (a locked keyring may wait for a prompt);
+    /// after that `auto` uses the file and `keyring` fails.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
+    pub keyring_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -96,9 +109,8 @@ pub struct OAuthArgs {
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub callback_port: Option<u16>,
 
-    /// Where tokens are kept.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub token_store: TokenStoreChoice,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 impl OAuthArgs {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::oauth::{OAuthArgs, TokenStoreChoice, token_file};
+use super::oauth::{OAuthArgs, StoreArgs, token_file};
 use super::{EXIT_USAGE, parse_upstream_url, positive_seconds, report_usage_error, run_async};
 use crate::http::client::{ClientOptions, parse_extra_roots};
 use crate::logging::{self, LogFormat, LogLevel, notice};
@@ -28,6 +28,14 @@ pub struct Connection {
     /// Seconds allowed to establish a connection.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
     timeout_connect: Duration,
+
+    /// Longest wait for an answer from the server or its authorization server, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = positive_seconds, allow_hyphen_values = true)]
+    timeout_read: Duration,
+
+    /// Largest metadata or token answer read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
+    max_message_size: u64,
 
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "warn", env = "MCP_STDIO_LOG_LEVEL")]
@@ -52,9 +60,8 @@ pub struct LogoutArgs {
     /// Forget every stored login and client registration.
     #[arg(long)]
     all: bool,
-    /// Where tokens are kept.
-    #[arg(long, value_enum, default_value = "auto")]
-    token_store: TokenStoreChoice,
+    #[command(flatten)]
+    store: StoreArgs,
     #[command(flatten)]
     connection: Connection,
 }
@@ -66,9 +73,8 @@ pub struct StatusArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
-    /// Where tokens are kept.
-    #[arg(long, value_enum, default_value = "auto")]
-    token_store: TokenStoreChoice,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 #[derive(Debug, Args)]
@@ -101,7 +107,7 @@ fn client_options(connection: &Connection) -> Result<ClientOptions, String> {
     };
     Ok(ClientOptions {
         connect_timeout: connection.timeout_connect,
-        read_timeout: Some(Duration::from_secs(30)),
+        read_timeout: Some(connection.timeout_read),
         extra_roots,
     })
 }
@@ -115,17 +121,20 @@ fn server_auth(
     let server = parse_upstream_url(url)?;
     let settings = oauth.settings()?;
     Ok(ServerAuth {
-        http: OAuthHttp::new(client_options(connection)?, 1 << 20),
-        store: store(oauth.token_store)?,
+        http: OAuthHttp::new(
+            client_options(connection)?,
+            connection.max_message_size as usize,
+        ),
+        store: store(oauth.store)?,
         server,
         settings,
     })
 }
 
-fn store(choice: TokenStoreChoice) -> Result<TokenStore, String> {
+fn store(args: StoreArgs) -> Result<TokenStore, String> {
     let env = |name: &str| std::env::var(name).ok();
     let file = FileStore::new(token_file(env)?).importing(FileStore::python_path(env));
-    TokenStore::open(choice.into(), file)
+    TokenStore::open_with_patience(args.token_store.into(), file, args.keyring_timeout)
 }
 
 pub fn login(args: LoginArgs) -> i32 {
@@ -195,7 +204,7 @@ pub fn token(args: TokenArgs) -> i32 {
 
 pub fn logout(args: LogoutArgs) -> i32 {
     logging::init(args.connection.log_level, LogFormat::Text);
-    let store = match store(args.token_store) {
+    let store = match store(args.store) {
         Ok(store) => store,
         Err(e) => {
             report_usage_error(&e);
@@ -232,7 +241,7 @@ pub fn logout(args: LogoutArgs) -> i32 {
             .filter(|(k, _)| key.as_deref().is_none_or(|key| belongs_to(k, key)))
             .map(|(k, g)| (k.clone(), g.clone()))
             .collect();
-        let http = OAuthHttp::new(options, 1 << 20);
+        let http = OAuthHttp::new(options, args.connection.max_message_size as usize);
         let mut revoked = 0;
         for (stored, grant) in &leaving {
             let client = document.registrations.get(&grant.issuer);
@@ -269,7 +278,7 @@ pub fn logout(args: LogoutArgs) -> i32 {
 }
 
 pub fn status(args: StatusArgs) -> i32 {
-    let store = match store(args.token_store) {
+    let store = match store(args.store) {
         Ok(store) => store,
         Err(e) => {
             report_usage_error(&e);

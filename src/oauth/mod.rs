@@ -38,6 +38,8 @@ pub struct RelayOAuth {
     pub token_file: std::path::PathBuf,
     /// `--token-store`.
     pub token_store: store::backend::Choice,
+    /// `--keyring-timeout`: how long one OS keyring call may take.
+    pub keyring_timeout: std::time::Duration,
     /// The Python mcp-stdio's token file, imported on first use.
     pub python_tokens: Option<std::path::PathBuf>,
 }

@@ -99,7 +99,11 @@ impl Upstream {
                 Some(TokenProvider::new(
                     ServerAuth {
                         http: OAuthHttp::new(config.client.clone(), config.max_message_size),
-                        store: TokenStore::open(oauth.token_store, file)?,
+                        store: TokenStore::open_with_patience(
+                            oauth.token_store,
+                            file,
+                            oauth.keyring_timeout,
+                        )?,
                         server: config.url.clone(),
                         settings: oauth.settings.clone(),
                     },

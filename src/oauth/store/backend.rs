@@ -28,12 +28,22 @@ pub struct TokenStore {
 impl TokenStore {
     /// Opens the store `choice` names. Only `keyring` can fail: it names no fallback.
     pub fn open(choice: Choice, file: FileStore) -> Result<Self, String> {
+        Self::open_with_patience(choice, file, super::keyring::DEFAULT_PATIENCE)
+    }
+
+    /// [`TokenStore::open`] with each keyring call bounded by `patience`
+    /// (`--keyring-timeout`).
+    pub fn open_with_patience(
+        choice: Choice,
+        file: FileStore,
+        patience: std::time::Duration,
+    ) -> Result<Self, String> {
         let keyring = match choice {
             Choice::File => None,
-            Choice::Keyring => Some(KeyringStore::os_store().map_err(|e| {
-                format!("--token-store keyring: {e}; use --token-store file (or auto, which falls back to it)")
+            Choice::Keyring => Some(KeyringStore::os_store(patience).map_err(|e| {
+                format!("--token-store keyring: {e}; use --token-store file (or auto, which falls back to it), or a longer --keyring-timeout")
             })?),
-            Choice::Auto => match KeyringStore::os_store() {
+            Choice::Auto => match KeyringStore::os_store(patience) {
                 Ok(keyring) => Some(keyring),
                 Err(e) => {
                     tracing::debug!("no usable keyring ({e}); tokens go to the file");
@@ -161,7 +171,10 @@ mod tests {
     fn auto_uses_the_keyring_when_it_works() {
         let dir = tempfile::tempdir().unwrap();
         let file = FileStore::new(dir.path().join("tokens.json"));
-        let keyring = KeyringStore::new(mock::Store::new().unwrap());
+        let keyring = KeyringStore::new(
+            mock::Store::new().unwrap(),
+            std::time::Duration::from_secs(5),
+        );
         let store = TokenStore::with(file, Some(keyring.clone()), false);
         store.save(&document()).unwrap();
         assert_eq!(keyring.load().unwrap(), document());
@@ -174,7 +187,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens.json");
         let mock_store = mock::Store::new().unwrap();
-        let keyring = KeyringStore::new(mock_store.clone());
+        let keyring = KeyringStore::new(mock_store.clone(), std::time::Duration::from_secs(5));
         // Reads work (an empty keyring), writes are refused: a locked Secret Service.
         let entry = keyring_core::Entry::new_in_store(
             &(mock_store.clone() as Arc<keyring_core::CredentialStore>),

@@ -14,8 +14,8 @@ use super::Document;
 
 const SERVICE: &str = "mcp-stdio";
 const ACCOUNT: &str = "oauth-tokens";
-/// How long one keyring call may take.
-const PATIENCE: Duration = Duration::from_secs(10);
+/// How long one keyring call may take unless `--keyring-timeout` says otherwise.
+pub const DEFAULT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Why the keyring could not be used.
 #[derive(Debug)]
@@ -37,16 +37,18 @@ impl std::fmt::Display for KeyringError {
 #[derive(Clone)]
 pub struct KeyringStore {
     store: Arc<CredentialStore>,
+    /// How long one call may take before the keyring counts as unusable.
+    patience: Duration,
 }
 
 impl KeyringStore {
-    pub fn new(store: Arc<CredentialStore>) -> Self {
-        KeyringStore { store }
+    pub fn new(store: Arc<CredentialStore>, patience: Duration) -> Self {
+        KeyringStore { store, patience }
     }
 
-    /// The platform's credential store.
-    pub fn os_store() -> Result<Self, KeyringError> {
-        Self::platform()
+    /// The platform's credential store; each call on it may take up to `patience`.
+    pub fn os_store(patience: Duration) -> Result<Self, KeyringError> {
+        Self::platform(patience)
     }
 
     /// Which store [`KeyringStore::os_store`] is, for `status` and the logs.
@@ -65,38 +67,38 @@ impl KeyringStore {
     /// The desktop's Secret Service (GNOME Keyring, KWallet). Fails fast where there is no
     /// session bus (servers, containers, CI).
     #[cfg(target_os = "linux")]
-    fn platform() -> Result<Self, KeyringError> {
+    fn platform(patience: Duration) -> Result<Self, KeyringError> {
         // Without a session bus there is no Secret Service; saying so without starting
         // zbus saves a thread and a megabyte on every headless start.
         if !session_bus_present() {
             return Err(KeyringError::NoAccess("no D-Bus session bus".into()));
         }
-        bounded(zbus_secret_service_keyring_store::Store::new)
+        bounded_for(patience, zbus_secret_service_keyring_store::Store::new)
             .and_then(|r| r.map_err(classify))
-            .map(|store| KeyringStore::new(store))
+            .map(|store| KeyringStore::new(store, patience))
     }
 
     /// The user's login Keychain (the "legacy keychain" store: the one an unsigned
     /// command-line program may use). Not build-checked on the Linux machines this project
     /// is developed and tested on.
     #[cfg(target_os = "macos")]
-    fn platform() -> Result<Self, KeyringError> {
-        bounded(apple_native_keyring_store::keychain::Store::new)
+    fn platform(patience: Duration) -> Result<Self, KeyringError> {
+        bounded_for(patience, apple_native_keyring_store::keychain::Store::new)
             .and_then(|r| r.map_err(classify))
-            .map(|store| KeyringStore::new(store))
+            .map(|store| KeyringStore::new(store, patience))
     }
 
     /// The Windows Credential Manager. Not build-checked on the Linux machines this
     /// project is developed and tested on.
     #[cfg(target_os = "windows")]
-    fn platform() -> Result<Self, KeyringError> {
-        bounded(windows_native_keyring_store::Store::new)
+    fn platform(patience: Duration) -> Result<Self, KeyringError> {
+        bounded_for(patience, windows_native_keyring_store::Store::new)
             .and_then(|r| r.map_err(classify))
-            .map(|store| KeyringStore::new(store))
+            .map(|store| KeyringStore::new(store, patience))
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "windows")))]
-    fn platform() -> Result<Self, KeyringError> {
+    fn platform(_patience: Duration) -> Result<Self, KeyringError> {
         Err(KeyringError::NoAccess(
             "no OS keyring is supported on this platform".into(),
         ))
@@ -105,7 +107,9 @@ impl KeyringStore {
     /// The document; an absent entry is an empty store.
     pub fn load(&self) -> Result<Document, KeyringError> {
         let store = self.store.clone();
-        let secret = bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.get_secret())?;
+        let secret = bounded_for(self.patience, move || {
+            Entry::new_in_store(&store, SERVICE, ACCOUNT)?.get_secret()
+        })?;
         match secret {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 KeyringError::Failed(format!("the keyring's token entry is damaged ({e})"))
@@ -118,8 +122,10 @@ impl KeyringStore {
     pub fn save(&self, document: &Document) -> Result<(), KeyringError> {
         let json = serde_json::to_vec(document).expect("a document serializes");
         let store = self.store.clone();
-        bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.set_secret(&json))?
-            .map_err(classify)
+        bounded_for(self.patience, move || {
+            Entry::new_in_store(&store, SERVICE, ACCOUNT)?.set_secret(&json)
+        })?
+        .map_err(classify)
     }
 }
 
@@ -127,7 +133,9 @@ impl KeyringStore {
     /// Removes the entry (`logout --all` on the keyring). An absent entry is fine.
     pub fn delete(&self) -> Result<(), KeyringError> {
         let store = self.store.clone();
-        match bounded(move || Entry::new_in_store(&store, SERVICE, ACCOUNT)?.delete_credential())? {
+        match bounded_for(self.patience, move || {
+            Entry::new_in_store(&store, SERVICE, ACCOUNT)?.delete_credential()
+        })? {
             Ok(()) | Err(Error::NoEntry) => Ok(()),
             Err(e) => Err(classify(e)),
         }
@@ -156,13 +164,7 @@ fn classify(e: Error) -> KeyringError {
     }
 }
 
-/// Runs a blocking keyring call on its own thread, for at most [`PATIENCE`].
-fn bounded<T: Send + 'static>(
-    call: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, KeyringError> {
-    bounded_for(PATIENCE, call)
-}
-
+/// Runs a blocking keyring call on its own thread, for at most `patience`.
 fn bounded_for<T: Send + 'static>(
     patience: Duration,
     call: impl FnOnce() -> T + Send + 'static,
@@ -201,7 +203,8 @@ mod tests {
 
     #[test]
     fn round_trips_through_a_keyring() {
-        let keyring = KeyringStore::new(keyring_core::mock::Store::new().unwrap());
+        let keyring =
+            KeyringStore::new(keyring_core::mock::Store::new().unwrap(), DEFAULT_PATIENCE);
         assert_eq!(keyring.load().unwrap(), Document::default());
         let mut document = Document::default();
         document.registrations.insert(
