@@ -35,6 +35,7 @@ struct World {
     expires_in: Mutex<u64>,
     /// Device-code polls seen so far.
     device_polls: Mutex<u32>,
+    device_poll_times: Mutex<Vec<std::time::Instant>>,
     device_requests: Mutex<Vec<HashMap<String, String>>>,
     /// The authorization server lists only the client credentials grant.
     machines_only: std::sync::atomic::AtomicBool,
@@ -211,11 +212,18 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                 Some("urn:ietf:params:oauth:grant-type:device_code") => {
                     let mut polls = world.device_polls.lock().unwrap();
                     *polls += 1;
+                    world
+                        .device_poll_times
+                        .lock()
+                        .unwrap()
+                        .push(std::time::Instant::now());
                     if f["device_code"] != "device-code-secret" {
                         return json_with(400, json!({"error": "invalid_grant"}));
                     }
-                    if *polls < 2 {
-                        return json_with(400, json!({"error": "authorization_pending"}));
+                    match *polls {
+                        1 => return json_with(400, json!({"error": "authorization_pending"})),
+                        2 => return json_with(400, json!({"error": "slow_down"})),
+                        _ => {}
                     }
                     json_with(200, world.issue("mcp:tools"))
                 }
@@ -615,8 +623,15 @@ async fn the_device_flow_shows_a_code_and_polls_until_approved() {
     assert!(answer.get("result").is_some(), "{answer}");
     assert_eq!(
         *world.device_polls.lock().unwrap(),
-        2,
-        "pending once, then approved"
+        3,
+        "pending, slow down, then approved"
+    );
+    // slow_down adds 5 s to the 1 s interval for every later poll (RFC 8628 §3.5).
+    let times = world.device_poll_times.lock().unwrap().clone();
+    assert!(
+        times[2] - times[1] >= std::time::Duration::from_secs(6),
+        "polled again {:?} after slow_down",
+        times[2] - times[1]
     );
     let request = world.device_requests.lock().unwrap()[0].clone();
     assert_eq!(request["resource"], upstream.url);
