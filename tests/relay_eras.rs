@@ -197,17 +197,17 @@ async fn a_legacy_host_gets_initialize_ping_and_tools_from_a_modern_server() {
         .wait_stderr("dropped a tool whose x-mcp-header annotation is invalid")
         .await;
 
-    let call = call(
+    let weather = call(
         &mut relay,
         json!(2),
         "tools/call",
         json!({"name": "weather", "arguments": {"region": "Zürich", "days": 3.0}}),
     )
     .await;
-    let text = call["result"]["content"][0]["text"].as_str().unwrap();
+    let text = weather["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(
         text, "weather region==?base64?WsO8cmljaA==?= days=3",
-        "{call}"
+        "{weather}"
     );
     let sent = upstream.posts_of("tools/call").pop().unwrap().json();
     let meta = &sent["params"]["_meta"];
@@ -225,6 +225,22 @@ async fn a_legacy_host_gets_initialize_ping_and_tools_from_a_modern_server() {
         upstream.posts_of("ping").is_empty(),
         "ping is answered by the relay"
     );
+    // logging/setLevel is kept and sent as the envelope's logLevel from then on.
+    let set = call(
+        &mut relay,
+        json!(3),
+        "logging/setLevel",
+        json!({"level": "notice"}),
+    )
+    .await;
+    assert_eq!(set["result"], json!({}));
+    call(&mut relay, json!(4), "tools/list", json!({})).await;
+    let listed = upstream.posts_of("tools/list").pop().unwrap().json();
+    assert_eq!(
+        listed["params"]["_meta"]["io.modelcontextprotocol/logLevel"],
+        "notice"
+    );
+    assert!(upstream.posts_of("logging/setLevel").is_empty());
     assert!(
         upstream.seen().iter().all(|s| s.method == Method::POST),
         "no GET or DELETE to a modern server"
@@ -972,4 +988,50 @@ async fn a_header_mismatch_relists_the_tools_and_retries_once() {
         "listed again once"
     );
     assert_eq!(upstream.posts_of("tools/call").len(), 2, "retried once");
+}
+
+#[tokio::test]
+async fn a_modern_hosts_listen_is_a_long_lived_stream_it_can_close() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    relay
+        .send(
+            json!({"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{
+            "_meta": envelope(json!({})), "notifications": {"toolsListChanged": true}}}),
+        )
+        .await;
+    let ack = relay.recv().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "L"
+    );
+    let change = relay.recv().await;
+    assert_eq!(change["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L",
+        "a modern host keeps the tag"
+    );
+    let listen = upstream.posts_of("subscriptions/listen").pop().unwrap();
+    assert_eq!(
+        listen.header("mcp-method").as_deref(),
+        Some("subscriptions/listen")
+    );
+    relay
+        .send(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L"}}),
+        )
+        .await;
+    upstream.wait_dropped(1).await;
+    let alive = relay
+        .call(
+            json!("alive"),
+            "server/discover",
+            json!({"_meta": envelope(json!({}))}),
+        )
+        .await;
+    assert!(alive.get("result").is_some(), "{alive}");
 }
