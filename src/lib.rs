@@ -12,3 +12,4 @@ pub mod jsonrpc;
 pub mod logging;
 pub mod oauth;
 pub mod relay;
+pub mod serve;

@@ -9,6 +9,7 @@ use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 mod oauth;
+mod serve;
 mod tokens;
 
 use crate::http::client::ClientOptions;
@@ -35,6 +36,8 @@ struct Cli {
 enum Command {
     /// Bridge stdin/stdout to a remote MCP server over Streamable HTTP.
     Relay(RelayArgs),
+    /// Publish a local stdio MCP server as a Streamable HTTP endpoint.
+    Serve(serve::ServeArgs),
     /// Log in to a server with OAuth and store the tokens.
     Login(tokens::LoginArgs),
     /// Forget the tokens of a server (or of all servers).
@@ -173,6 +176,19 @@ pub fn main() -> i32 {
             };
             run_async(crate::relay::run(config))
         }
+        Command::Serve(args) => {
+            logging::init(args.log_level, args.log_format);
+            let from_flag =
+                std::env::args().any(|a| a == "--auth-token" || a.starts_with("--auth-token="));
+            let config = match serve::serve_config(args, from_flag) {
+                Ok(config) => config,
+                Err(message) => {
+                    report_usage_error(&message);
+                    return EXIT_USAGE;
+                }
+            };
+            run_async(crate::serve::run(config))
+        }
         Command::Login(args) => tokens::login(args),
         Command::Logout(args) => tokens::logout(args),
         Command::Status(args) => tokens::status(args),
@@ -206,7 +222,9 @@ fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
     }
 }
 
-const SUBCOMMANDS: &[&str] = &["relay", "login", "logout", "status", "token", "help"];
+const SUBCOMMANDS: &[&str] = &[
+    "relay", "serve", "login", "logout", "status", "token", "help",
+];
 
 /// `mcp-stdio [OPTIONS] URL` (the Python tool's form) means `mcp-stdio relay [OPTIONS] URL`.
 fn with_default_subcommand(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {

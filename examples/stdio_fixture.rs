@@ -1,0 +1,153 @@
+//! A small stdio MCP server (handshake era) for the `serve` tests: tools that answer, stream
+//! progress, ask the client a question, wait, crash, announce a change later, or start a
+//! grandchild process. Each request runs on its own thread, so requests overlap.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+type Waiters = Arc<Mutex<HashMap<String, mpsc::Sender<Value>>>>;
+
+fn send(out: &Mutex<std::io::Stdout>, message: &Value) {
+    let mut out = out.lock().unwrap();
+    writeln!(out, "{message}").unwrap();
+    out.flush().unwrap();
+}
+
+fn main() {
+    let out = Arc::new(Mutex::new(std::io::stdout()));
+    let waiters: Waiters = Arc::default();
+    let counter = Arc::new(Mutex::new(0u64));
+    eprintln!("fixture: started, pid {}", std::process::id());
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if message.get("method").is_none() {
+            // An answer to one of our questions.
+            if let Some(id) = message["id"].as_str()
+                && let Some(waiter) = waiters.lock().unwrap().remove(id)
+            {
+                let _ = waiter.send(message);
+            }
+            continue;
+        }
+        if message.get("id").is_none() {
+            continue; // notifications
+        }
+        let out = out.clone();
+        let waiters = waiters.clone();
+        let counter = counter.clone();
+        std::thread::spawn(move || handle(&out, &waiters, &counter, message));
+    }
+}
+
+fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>, request: Value) {
+    let id = request["id"].clone();
+    let params = &request["params"];
+    let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
+    let result = match request["method"].as_str().unwrap_or_default() {
+        "initialize" => json!({
+            "protocolVersion": params["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "stdio-fixture", "version": "1"}
+        }),
+        "ping" => json!({}),
+        "tools/list" => json!({"tools": [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            {"name": "slow", "inputSchema": {"type": "object"}},
+            {"name": "progress", "inputSchema": {"type": "object"}},
+            {"name": "ask", "inputSchema": {"type": "object"}},
+            {"name": "announce", "inputSchema": {"type": "object"}},
+            {"name": "crash", "inputSchema": {"type": "object"}},
+            {"name": "grandchild", "inputSchema": {"type": "object"}},
+            {"name": "whoami", "inputSchema": {"type": "object"}}
+        ]}),
+        "tools/call" => {
+            let arguments = &params["arguments"];
+            match params["name"].as_str().unwrap_or_default() {
+                "echo" => text(arguments["text"].as_str().unwrap_or_default().to_owned()),
+                "slow" => {
+                    std::thread::sleep(Duration::from_millis(
+                        arguments["ms"].as_u64().unwrap_or(200),
+                    ));
+                    text("slept".into())
+                }
+                "progress" => {
+                    let token = params["_meta"]["progressToken"].clone();
+                    for step in 1..=3 {
+                        send(
+                            out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": step, "total": 3}}),
+                        );
+                    }
+                    text("progressed".into())
+                }
+                "ask" => {
+                    let n = {
+                        let mut counter = counter.lock().unwrap();
+                        *counter += 1;
+                        *counter
+                    };
+                    let question_id = format!("q{n}");
+                    let (tx, rx) = mpsc::channel();
+                    waiters.lock().unwrap().insert(question_id.clone(), tx);
+                    send(
+                        out,
+                        &json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create",
+                        "params": {"message": "name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}),
+                    );
+                    let reply = rx
+                        .recv_timeout(Duration::from_secs(30))
+                        .unwrap_or(Value::Null);
+                    text(format!(
+                        "asked: {}",
+                        reply["result"]["content"]["name"].as_str().unwrap_or("?")
+                    ))
+                }
+                // Answers, then announces a change that belongs to no request.
+                "announce" => text("will announce".into()),
+                "crash" => std::process::exit(3),
+                // Left running on purpose: the gateway must end it with the process group.
+                #[allow(clippy::zombie_processes)]
+                "grandchild" => {
+                    let child = std::process::Command::new("sleep")
+                        .arg("300")
+                        .spawn()
+                        .unwrap();
+                    text(child.id().to_string())
+                }
+                "whoami" => text(std::process::id().to_string()),
+                _ => {
+                    send(
+                        out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "unknown tool"}}),
+                    );
+                    return;
+                }
+            }
+        }
+        _ => {
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}),
+            );
+            return;
+        }
+    };
+    send(out, &answer(result));
+    if request["params"]["name"] == "announce" {
+        std::thread::sleep(Duration::from_millis(50));
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! `mcp-stdio serve`: its flags and their validation into a `ServeConfig`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{non_negative_seconds, positive_seconds};
+use crate::logging::{LogFormat, LogLevel};
+use crate::oauth::secret::Secret;
+use crate::serve::ServeConfig;
+use crate::serve::guard::Guards;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+
+    /// Port to listen on (0: a free one; the startup line on stderr shows it).
+    #[arg(long, default_value = "8080")]
+    port: u16,
+
+    /// The MCP endpoint's path (matched ASCII case-insensitively).
+    #[arg(long, default_value = "/mcp")]
+    path: String,
+
+    /// Require `Authorization: Bearer TOKEN` (prefer the variable: flags show in `ps`).
+    #[arg(
+        long,
+        env = "MCP_STDIO_SERVE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    auth_token: Option<String>,
+
+    /// An Origin allowed besides loopback ones (when bound to loopback). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+
+    /// A Host name this server answers to besides its bind address. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+
+    /// Peers (CIDR) whose X-Forwarded-Host and X-Forwarded-Proto are believed. Repeatable.
+    #[arg(long, value_name = "CIDR")]
+    trusted_proxy: Vec<String>,
+
+    /// Most sessions (each is a child process) at once.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_sessions: u64,
+
+    /// Seconds a session may stay idle before it and its child end (0: never).
+    #[arg(long, value_name = "SECONDS", default_value = "1800", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    session_idle_ttl: Duration,
+
+    /// Largest single message in either direction, in bytes.
+    #[arg(long, value_name = "BYTES", default_value = "10485760", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
+    max_message_size: u64,
+
+    /// Most requests in flight on one session.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_requests_per_session: u64,
+
+    /// Events kept per session so a GET stream can resume with Last-Event-ID.
+    #[arg(long, value_name = "N", default_value = "256", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    replay_buffer: u64,
+
+    /// Seconds the server may take to say anything about a request (then 504).
+    #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds, allow_hyphen_values = true)]
+    timeout_response: Duration,
+
+    /// Seconds a client may take to send its request headers (slowloris protection).
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
+    timeout_headers: Duration,
+
+    /// Seconds between `: keepalive` comments on idle SSE streams.
+    #[arg(long, value_name = "SECONDS", default_value = "15", value_parser = positive_seconds, allow_hyphen_values = true)]
+    keepalive: Duration,
+
+    /// Seconds a child gets to exit after its stdin closes, and again after SIGTERM.
+    #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    child_grace: Duration,
+
+    /// Seconds requests in flight may take to finish at shutdown.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    shutdown_grace: Duration,
+
+    /// Diagnostics on stderr: off, error, warn, info, debug or trace.
+    #[arg(long, value_enum, default_value = "info", env = "MCP_STDIO_LOG_LEVEL")]
+    pub log_level: LogLevel,
+
+    /// Diagnostics format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// The stdio MCP server to publish, and its arguments (after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<String>,
+}
+
+/// Checks the flags; `token_from_flag` says whether the token came from the command line
+/// (which `ps` shows) rather than the environment.
+pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfig, String> {
+    if args.command.is_empty() {
+        return Err(
+            "serve needs the stdio MCP server to run: mcp-stdio serve [flags] -- COMMAND [ARGS…]"
+                .into(),
+        );
+    }
+    if !args.path.starts_with('/') || args.path.contains(['?', '#']) {
+        return Err(format!(
+            "--path '{}' must be a path starting with '/', e.g. /mcp",
+            args.path
+        ));
+    }
+    let auth_token = match args.auth_token {
+        Some(token) if token.trim().is_empty() => None,
+        Some(token) if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) => {
+            return Err(
+                "--auth-token / MCP_STDIO_SERVE_TOKEN must be visible ASCII without spaces".into(),
+            );
+        }
+        Some(token) => {
+            if token_from_flag {
+                tracing::warn!(
+                    "--auth-token on the command line is visible to every user in `ps`; prefer MCP_STDIO_SERVE_TOKEN"
+                );
+            }
+            Some(Secret::new(token))
+        }
+        None => None,
+    };
+    let trusted_proxies = args
+        .trusted_proxy
+        .iter()
+        .map(|cidr| {
+            cidr.parse::<ipnet::IpNet>()
+                .or_else(|_| cidr.parse::<IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    format!("--trusted-proxy '{cidr}' is not a CIDR or an address, e.g. 10.0.0.0/8")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for origin in &args.allow_origin {
+        let valid = url::Url::parse(origin).ok().filter(|u| {
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some() && u.path() == "/"
+        });
+        if valid.is_none() || origin.ends_with('/') {
+            return Err(format!(
+                "--allow-origin '{origin}' must be an origin: scheme://host[:port], e.g. https://claude.ai"
+            ));
+        }
+    }
+    let ttl = (!args.session_idle_ttl.is_zero()).then_some(args.session_idle_ttl);
+    Ok(ServeConfig {
+        command: args.command,
+        listen: SocketAddr::new(args.host, args.port),
+        path: args.path,
+        auth_token,
+        guards: Guards {
+            loopback: args.host.is_loopback(),
+            bind_ip: args.host,
+            port: args.port,
+            allowed_origins: args.allow_origin,
+            allowed_hosts: args.allow_host,
+            trusted_proxies,
+        },
+        max_sessions: args.max_sessions as usize,
+        session_idle_ttl: ttl,
+        max_message_size: args.max_message_size as usize,
+        max_requests_per_session: args.max_requests_per_session as usize,
+        replay_buffer: args.replay_buffer as usize,
+        response_timeout: args.timeout_response,
+        header_read_timeout: args.timeout_headers,
+        keepalive: args.keepalive,
+        child_grace: args.child_grace,
+        shutdown_grace: args.shutdown_grace,
+    })
+}

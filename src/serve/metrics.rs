@@ -1,0 +1,121 @@
+//! Counters for `/metrics`, in the Prometheus text format: sessions, children, requests by
+//! method and status, and a latency histogram.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Histogram bucket bounds, in seconds.
+const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0];
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    buckets: [AtomicU64; BUCKETS.len()],
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    pub sessions_created: AtomicU64,
+    pub children_exited: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one MCP request: its JSON-RPC method (or the HTTP verb for GET and DELETE),
+    /// the status it got, and how long that took.
+    pub fn observe(&self, method: &str, status: u16, took: Duration) {
+        // Methods are the client's words: keep the label set bounded.
+        let method = if method.len() <= 64
+            && method
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/_-.".contains(&b))
+        {
+            method
+        } else {
+            "other"
+        };
+        *self
+            .requests
+            .lock()
+            .expect("metrics lock")
+            .entry((method.to_owned(), status))
+            .or_default() += 1;
+        let seconds = took.as_secs_f64();
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub fn render(&self, sessions: usize, children: usize) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_sessions Open sessions.\n# TYPE mcp_stdio_sessions gauge\nmcp_stdio_sessions {sessions}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_children Running child processes.\n# TYPE mcp_stdio_children gauge\nmcp_stdio_children {children}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_sessions_created_total Sessions created.\n# TYPE mcp_stdio_sessions_created_total counter\nmcp_stdio_sessions_created_total {}",
+            self.sessions_created.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_children_exited_total Child processes that exited on their own.\n# TYPE mcp_stdio_children_exited_total counter\nmcp_stdio_children_exited_total {}",
+            self.children_exited.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_requests_total MCP requests by method and HTTP status.\n# TYPE mcp_stdio_requests_total counter"
+        );
+        for ((method, status), n) in self.requests.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "mcp_stdio_requests_total{{method=\"{method}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_request_duration_seconds Time to answer (or to start streaming).\n# TYPE mcp_stdio_request_duration_seconds histogram"
+        );
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "mcp_stdio_request_duration_seconds_bucket{{le=\"{bound}\"}} {}",
+                self.buckets[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "mcp_stdio_request_duration_seconds_bucket{{le=\"+Inf\"}} {count}\nmcp_stdio_request_duration_seconds_sum {}\nmcp_stdio_request_duration_seconds_count {count}",
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_a_histogram() {
+        let metrics = Metrics::default();
+        metrics.observe("tools/call", 200, Duration::from_millis(3));
+        metrics.observe("bad\"label", 400, Duration::from_millis(30));
+        let text = metrics.render(2, 2);
+        assert!(text.contains("mcp_stdio_sessions 2"));
+        assert!(text.contains(r#"mcp_stdio_requests_total{method="tools/call",status="200"} 1"#));
+        assert!(text.contains(r#"mcp_stdio_requests_total{method="other",status="400"} 1"#));
+        assert!(text.contains(r#"mcp_stdio_request_duration_seconds_bucket{le="0.005"} 1"#));
+        assert!(text.contains(r#"mcp_stdio_request_duration_seconds_bucket{le="+Inf"} 2"#));
+    }
+}

@@ -1,0 +1,166 @@
+//! Serve mode: a local stdio MCP server published as one Streamable HTTP endpoint. Each
+//! legacy-era session (an `initialize` without a session id) gets its own child process;
+//! the HTTP side is hyper with a header-read timeout, the routes are in `routes`.
+
+mod child;
+pub mod guard;
+mod metrics;
+mod routes;
+mod session;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::oauth::secret::Secret;
+use guard::Guards;
+use sessions::Sessions;
+
+/// Everything serve mode needs, already validated by `cli`.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The stdio server: program and arguments.
+    pub command: Vec<String>,
+    pub listen: SocketAddr,
+    /// `--path`, starting with `/`; matched ASCII case-insensitively.
+    pub path: String,
+    /// `--auth-token` / `MCP_STDIO_SERVE_TOKEN`: every MCP request must carry it.
+    pub auth_token: Option<Secret>,
+    pub guards: Guards,
+    pub max_sessions: usize,
+    /// `None`: sessions never expire for idleness.
+    pub session_idle_ttl: Option<Duration>,
+    pub max_message_size: usize,
+    pub max_requests_per_session: usize,
+    /// Events kept per session for `Last-Event-ID`.
+    pub replay_buffer: usize,
+    /// Longest wait for the child's first word on a request (then 504).
+    pub response_timeout: Duration,
+    pub header_read_timeout: Duration,
+    pub keepalive: Duration,
+    /// How long a child gets after its stdin closes, and again after SIGTERM.
+    pub child_grace: Duration,
+    pub shutdown_grace: Duration,
+}
+
+/// State shared by every connection.
+pub struct Gateway {
+    pub config: ServeConfig,
+    pub sessions: Sessions,
+    pub metrics: metrics::Metrics,
+    /// Fired at shutdown: streams end, no new sessions start.
+    pub closing: CancellationToken,
+}
+
+/// Runs serve mode until SIGINT or SIGTERM; returns the exit code.
+pub async fn run(config: ServeConfig) -> i32 {
+    let listener = match TcpListener::bind(config.listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!("cannot listen on {}: {e}", config.listen);
+            return 1;
+        }
+    };
+    let bound = listener.local_addr().unwrap_or(config.listen);
+    let host = match bound.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    let mut config = config;
+    config.guards.port = bound.port();
+    tracing::info!(
+        "serving `{}` at http://{host}:{}{}",
+        config.command.join(" "),
+        bound.port(),
+        config.path
+    );
+    let gateway = Arc::new(Gateway {
+        sessions: Sessions::new(config.max_sessions),
+        config,
+        metrics: metrics::Metrics::default(),
+        closing: CancellationToken::new(),
+    });
+    let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let header_timeout = gateway.config.header_read_timeout;
+    let mut signals = std::pin::pin!(shutdown_signal());
+    loop {
+        tokio::select! {
+            name = &mut signals => {
+                tracing::info!(signal = name, "shutting down: no new connections");
+                break;
+            }
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let for_requests = gateway.clone();
+                let service = hyper::service::service_fn(move |request| {
+                    let gateway = for_requests.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(routes::handle(gateway, peer, request).await)
+                    }
+                });
+                let connection = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Some(header_timeout))
+                    .serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    // Streams end; requests in flight get the grace period to finish.
+    gateway.closing.cancel();
+    let grace = gateway.config.shutdown_grace;
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            grace_s = grace.as_secs_f64(),
+            "connections still open after the shutdown grace; closing them"
+        );
+    }
+    reaper.abort();
+    gateway.sessions.end_all(&gateway).await;
+    0
+}
+
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

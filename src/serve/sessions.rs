@@ -1,0 +1,211 @@
+//! The session table: creating a session (a child, its output router and its supervisor),
+//! finding one for a request, ending one, and reaping idle ones.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::Gateway;
+use super::child::Child;
+use super::session::Session;
+
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    max: usize,
+}
+
+/// Why a session could not be made.
+pub enum Refused {
+    /// `--max-sessions` are open.
+    Full(usize),
+    /// The command could not be started.
+    Spawn(String),
+}
+
+/// Why a request's session id found nothing.
+pub enum Missing {
+    /// Never existed, ended, or belongs to someone else (told apart from nothing, so a
+    /// guess learns nothing).
+    Unknown,
+}
+
+impl Sessions {
+    pub fn new(max: usize) -> Self {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            max,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.map.lock().expect("sessions lock").len()
+    }
+
+    /// The session `id`, if it exists and `principal` may use it.
+    pub fn get(&self, id: &str, principal: Option<&str>) -> Result<Arc<Session>, Missing> {
+        let session = self
+            .map
+            .lock()
+            .expect("sessions lock")
+            .get(id)
+            .cloned()
+            .ok_or(Missing::Unknown)?;
+        if session.principal.as_deref() != principal || session.ended.is_cancelled() {
+            return Err(Missing::Unknown);
+        }
+        Ok(session)
+    }
+
+    /// Starts a session for `principal`: spawns the child and the tasks around it.
+    pub fn create(
+        &self,
+        gateway: &Arc<Gateway>,
+        principal: Option<String>,
+    ) -> Result<Arc<Session>, Refused> {
+        let config = &gateway.config;
+        let mut map = self.map.lock().expect("sessions lock");
+        if map.len() >= self.max {
+            return Err(Refused::Full(self.max));
+        }
+        let id = new_session_id();
+        let (output_tx, mut output_rx) = mpsc::channel(256);
+        let mut child = Child::spawn(
+            &config.command,
+            &short(&id),
+            config.max_message_size,
+            256,
+            output_tx,
+        )
+        .map_err(|e| Refused::Spawn(format!("cannot start `{}`: {e}", config.command[0])))?;
+        let session = Arc::new(Session::new(
+            id.clone(),
+            principal,
+            child.stdin.clone(),
+            config.max_requests_per_session,
+            config.replay_buffer,
+        ));
+        map.insert(id.clone(), session.clone());
+        drop(map);
+        gateway
+            .metrics
+            .sessions_created
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(session = %short(&id), pid = child.id().unwrap_or(0), "session started");
+
+        // The child's output, routed as it comes.
+        let router = session.clone();
+        tokio::spawn(async move {
+            while let Some(output) = output_rx.recv().await {
+                router.route(output);
+            }
+            // Its stdout closed: whatever it does now (it may linger, or leave processes
+            // behind that keep its group alive), no answer can come any more.
+            if !router.end.is_cancelled() {
+                tracing::warn!(session = %short(&router.id), "the server process closed its output; the session is over");
+                router.fail_all(
+                    "the MCP server process exited or closed its output; start a new session",
+                );
+                router.end.cancel();
+            }
+        });
+        // The supervisor: ends the child when the session ends, or the session when the
+        // child dies.
+        let supervised = session.clone();
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let grace = gateway.config.child_grace;
+            tokio::select! {
+                status = child.exited() => {
+                    gateway.metrics.children_exited.fetch_add(1, Ordering::Relaxed);
+                    let status = status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+                    tracing::warn!(session = %short(&supervised.id), %status, "the server process exited; the session is over");
+                    supervised.fail_all(&format!("the MCP server process exited ({status}); start a new session"));
+                    // Anything it started is ended too.
+                    child.terminate(Duration::ZERO).await;
+                }
+                _ = supervised.end.cancelled() => {
+                    supervised.fail_all("the session ended");
+                    child.terminate(grace).await;
+                    tracing::info!(session = %short(&supervised.id), "session ended");
+                }
+            }
+            gateway.sessions.remove(&supervised.id);
+        });
+        Ok(session)
+    }
+
+    fn remove(&self, id: &str) {
+        self.map.lock().expect("sessions lock").remove(id);
+    }
+
+    /// Ends a session (DELETE): the supervisor ends its child.
+    pub fn end(&self, session: &Session) {
+        session.end.cancel();
+        self.remove(&session.id);
+    }
+
+    /// Ends every session and waits (bounded) until their children are gone.
+    pub async fn end_all(&self, gateway: &Gateway) {
+        let sessions: Vec<Arc<Session>> = self
+            .map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .cloned()
+            .collect();
+        for session in &sessions {
+            session.end.cancel();
+        }
+        let bound = gateway.config.child_grace * 2 + Duration::from_secs(1);
+        let deadline = Instant::now() + bound;
+        while self.count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn idle(&self, ttl: Duration) -> Vec<Arc<Session>> {
+        let now = Instant::now();
+        self.map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .filter(|s| {
+                s.busy.load(Ordering::Relaxed) == 0
+                    && s.pending_count() == 0
+                    && now.duration_since(s.idle_since()) >= ttl
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// Ends sessions idle for `--session-idle-ttl` (an open GET stream or a request in
+/// progress counts as activity).
+pub async fn reap_idle(gateway: Arc<Gateway>) {
+    let Some(ttl) = gateway.config.session_idle_ttl else {
+        return;
+    };
+    let every = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(every).await;
+        for session in gateway.sessions.idle(ttl) {
+            tracing::info!(session = %short(&session.id), idle_s = ttl.as_secs_f64(), "session idle for --session-idle-ttl; ending it");
+            gateway.sessions.end(&session);
+        }
+    }
+}
+
+/// 128 bits from the OS's CSPRNG, as 32 hex digits (visible ASCII, as sessions require).
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut bytes).expect("the system random generator works");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A session id as logs show it: enough to tell sessions apart, not enough to use one.
+pub fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}

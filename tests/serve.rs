@@ -1,0 +1,658 @@
+//! `mcp-stdio serve` against the stdio fixture server (`examples/stdio_fixture.rs`), driven
+//! over real HTTP on 127.0.0.1. Every wait has a deadline.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn fixture() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    dir.join("examples")
+        .join("stdio_fixture")
+        .to_string_lossy()
+        .into_owned()
+}
+
+struct Serve {
+    child: tokio::process::Child,
+    url: String,
+    port: u16,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    /// The `data:` payloads of an SSE body.
+    fn events(&self) -> Vec<Value> {
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+    fn session(&self) -> String {
+        self.headers["mcp-session-id"].to_str().unwrap().to_owned()
+    }
+}
+
+impl Serve {
+    async fn start(flags: &[&str]) -> Self {
+        Self::start_with(flags, &[fixture().as_str()], &[]).await
+    }
+
+    async fn start_with(flags: &[&str], command: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = tokio::process::Command::new(common::binary());
+        cmd.arg("serve")
+            .args(["--port", "0"])
+            .args(flags)
+            .arg("--")
+            .args(command);
+        cmd.env_remove("MCP_STDIO_SERVE_TOKEN");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let url = tokio::time::timeout(DEADLINE, async {
+            loop {
+                let line = lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("serve exited before listening");
+                stderr.lock().unwrap().push_str(&line);
+                stderr.lock().unwrap().push('\n');
+                if let Some(at) = line.find(" at http://") {
+                    return line[at + 4..].split_whitespace().next().unwrap().to_owned();
+                }
+            }
+        })
+        .await
+        .expect("serve printed its URL");
+        let sink = stderr.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let port = url
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Serve {
+            child,
+            url,
+            port,
+            stderr,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    async fn wait_stderr(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.stderr().contains(needle) {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "never logged {needle:?}:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(format!("http://127.0.0.1:{}{path}", self.port))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap();
+        let response = tokio::time::timeout(DEADLINE, self.http.request(request))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = tokio::time::timeout(DEADLINE, response.into_body().collect())
+            .await
+            .expect("the whole body in time")
+            .unwrap()
+            .to_bytes();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
+
+    async fn post(&self, session: Option<&str>, message: Value) -> Answer {
+        let headers: Vec<(&str, &str)> =
+            session.map(|s| ("mcp-session-id", s)).into_iter().collect();
+        self.send("POST", "/mcp", &headers, &message.to_string())
+            .await
+    }
+
+    async fn initialize(&self) -> String {
+        let answer = self
+            .post(None, json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+                "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}))
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.session()
+    }
+
+    async fn call(&self, session: &str, id: u64, tool: &str, arguments: Value) -> Answer {
+        self.post(Some(session), json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments}}))
+            .await
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+async fn wait_dead(pid: i32) {
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(start.elapsed() < DEADLINE, "process {pid} is still alive");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn sessions_answers_and_status_codes() {
+    let serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    assert_eq!(session.len(), 32);
+    assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
+
+    let echo = serve
+        .call(&session, 1, "echo", json!({"text": "grüße"}))
+        .await;
+    assert_eq!(echo.status, 200);
+    assert_eq!(echo.headers["content-type"], "application/json");
+    assert_eq!(echo.json()["result"]["content"][0]["text"], "grüße");
+
+    let no_session = serve
+        .post(None, json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}))
+        .await;
+    assert_eq!(no_session.status, 400, "{}", no_session.body);
+    let unknown = serve
+        .post(
+            Some("0123456789abcdef0123456789abcdef"),
+            json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}),
+        )
+        .await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(serve.send("POST", "/other", &[], "{}").await.status, 404);
+    assert_eq!(serve.send("PUT", "/mcp", &[], "{}").await.status, 405);
+    // The path matches ASCII case-insensitively.
+    let upper = serve
+        .send(
+            "POST",
+            "/MCP",
+            &[("mcp-session-id", &session)],
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+        )
+        .await;
+    assert_eq!(upper.status, 200, "{}", upper.body);
+    let notification = serve
+        .post(
+            Some(&session),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        )
+        .await;
+    assert_eq!(notification.status, 202);
+    assert_eq!(
+        serve.send("POST", "/mcp", &[], "not json").await.status,
+        400
+    );
+
+    let pid: i32 = serve.call(&session, 5, "whoami", json!({})).await.json()["result"]["content"]
+        [0]["text"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let deleted = serve
+        .send("DELETE", "/mcp", &[("mcp-session-id", &session)], "")
+        .await;
+    assert_eq!(deleted.status, 200);
+    wait_dead(pid).await;
+    let after = serve.call(&session, 6, "echo", json!({})).await;
+    assert_eq!(after.status, 404, "an ended session is gone");
+}
+
+#[tokio::test]
+async fn a_requests_notifications_and_questions_stream_before_its_answer() {
+    let serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    let progress = serve
+        .post(Some(&session), json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":"p"}}}))
+        .await;
+    assert_eq!(progress.headers["content-type"], "text/event-stream");
+    let events = progress.events();
+    assert_eq!(events.len(), 4, "{}", progress.body);
+    assert_eq!(events[0]["params"]["progress"], 1);
+    assert_eq!(events[3]["result"]["content"][0]["text"], "progressed");
+
+    // The server asks the client something mid-call; the answer is POSTed back.
+    let ask = {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(&serve.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .body(Full::new(Bytes::from(
+                json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}})
+                    .to_string(),
+            )))
+            .unwrap();
+        serve.http.request(request).await.unwrap()
+    };
+    let mut body = ask.into_body();
+    let mut seen = String::new();
+    while !seen.contains("elicitation/create") {
+        let frame = tokio::time::timeout(DEADLINE, body.frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    let question: Value =
+        serde_json::from_str(seen.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    let reply = serve
+        .post(Some(&session), json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"name":"Ada"}}}))
+        .await;
+    assert_eq!(reply.status, 202);
+    while !seen.contains("asked: Ada") {
+        let frame = tokio::time::timeout(DEADLINE, body.frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+}
+
+#[tokio::test]
+async fn requests_on_one_session_run_concurrently_and_a_reused_id_conflicts() {
+    let serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    let slow = serve.call(&session, 1, "slow", json!({"ms": 1500}));
+    let quick = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let echo = serve
+            .call(&session, 2, "echo", json!({"text": "first"}))
+            .await;
+        let conflict = serve
+            .call(&session, 1, "echo", json!({"text": "other body"}))
+            .await;
+        (echo, conflict, Instant::now())
+    };
+    let (slow, (echo, conflict, quick_done)) =
+        tokio::join!(async { (slow.await, Instant::now()) }, quick);
+    assert_eq!(echo.json()["result"]["content"][0]["text"], "first");
+    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    assert!(
+        quick_done < slow.1,
+        "the quick call did not wait for the slow one"
+    );
+    assert_eq!(slow.0.json()["result"]["content"][0]["text"], "slept");
+}
+
+#[tokio::test]
+async fn chunked_bodies_are_read() {
+    let serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"chunked"}}}).to_string();
+    let (a, b) = body.split_at(20);
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", serve.port))
+        .await
+        .unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        serve.port,
+        a.len(),
+        b.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(DEADLINE, stream.read_to_string(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains(r#""text":"chunked""#), "{response}");
+}
+
+#[tokio::test]
+async fn the_get_stream_carries_unrelated_messages_with_ids_and_resumes() {
+    let serve = Serve::start(&["--keepalive", "0.2"]).await;
+    let session = serve.initialize().await;
+    let open = |last: Option<&str>| {
+        let mut request = http::Request::builder()
+            .method("GET")
+            .uri(&serve.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session);
+        if let Some(last) = last {
+            request = request.header("last-event-id", last);
+        }
+        serve
+            .http
+            .request(request.body(Full::new(Bytes::new())).unwrap())
+    };
+    let response = open(None).await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    serve.call(&session, 1, "announce", json!({})).await;
+    serve.call(&session, 2, "announce", json!({})).await;
+    let mut seen = String::new();
+    while seen.matches("list_changed").count() < 2 || !seen.contains(": keepalive") {
+        let frame = tokio::time::timeout(DEADLINE, body.frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    let ids: Vec<&str> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    assert_eq!(ids, ["1", "2"], "{seen}");
+    drop(body);
+    // Resuming after event 1 replays event 2 only.
+    let resumed = open(Some("1")).await.unwrap();
+    let mut body = resumed.into_body();
+    let mut again = String::new();
+    while !again.contains("list_changed") {
+        let frame = tokio::time::timeout(DEADLINE, body.frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            again.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    assert!(
+        again.contains("id: 2") && !again.contains("id: 1\n"),
+        "{again}"
+    );
+}
+
+#[tokio::test]
+async fn a_crashed_child_fails_its_requests_and_ends_the_session() {
+    let serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    let slow = serve.call(&session, 1, "slow", json!({"ms": 5000}));
+    let crash = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        serve.call(&session, 2, "crash", json!({})).await
+    };
+    let (slow, crash) = tokio::join!(slow, crash);
+    for answer in [&slow, &crash] {
+        assert_eq!(answer.json()["error"]["code"], -32603, "{}", answer.body);
+        assert!(answer.body.contains("exited"), "{}", answer.body);
+    }
+    serve.wait_stderr("the server process exited").await;
+    let after = serve.call(&session, 3, "echo", json!({})).await;
+    assert_eq!(after.status, 404);
+}
+
+#[tokio::test]
+async fn idle_sessions_are_reaped_with_their_children_and_grandchildren() {
+    let serve = Serve::start(&["--session-idle-ttl", "0.5"]).await;
+    let session = serve.initialize().await;
+    let grandchild: i32 = serve
+        .call(&session, 1, "grandchild", json!({}))
+        .await
+        .json()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let child: i32 = serve.call(&session, 2, "whoami", json!({})).await.json()["result"]["content"]
+        [0]["text"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(alive(grandchild));
+    serve
+        .wait_stderr("session idle for --session-idle-ttl")
+        .await;
+    wait_dead(child).await;
+    wait_dead(grandchild).await;
+    assert_eq!(serve.call(&session, 3, "echo", json!({})).await.status, 404);
+}
+
+#[tokio::test]
+async fn origin_and_host_guards() {
+    let serve = Serve::start(&["--allow-origin", "https://claude.ai"]).await;
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    assert_eq!(
+        serve
+            .send("POST", "/mcp", &[("origin", "https://evil.example")], init)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        serve
+            .send("POST", "/mcp", &[("host", "attacker.example")], init)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        serve
+            .send("POST", "/mcp", &[("origin", "https://claude.ai")], init)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        serve
+            .send("POST", "/mcp", &[("origin", "http://localhost:5173")], init)
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_bearer_guards_the_endpoint_and_metadata_says_so() {
+    let serve = Serve::start_with(
+        &[],
+        &[fixture().as_str()],
+        &[("MCP_STDIO_SERVE_TOKEN", "s3cret-token")],
+    )
+    .await;
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let refused = serve.send("POST", "/mcp", &[], init).await;
+    assert_eq!(refused.status, 401);
+    let challenge = refused.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(&format!(
+            r#"resource_metadata="http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp""#,
+            serve.port
+        )),
+        "{challenge}"
+    );
+    assert_eq!(
+        serve
+            .send("POST", "/mcp", &[("authorization", "Bearer wrong")], init)
+            .await
+            .status,
+        401
+    );
+    let prm = serve
+        .send("GET", "/.well-known/oauth-protected-resource/mcp", &[], "")
+        .await;
+    assert_eq!(
+        prm.json()["resource"],
+        format!("http://127.0.0.1:{}/mcp", serve.port)
+    );
+    let ok = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", "Bearer s3cret-token")],
+            init,
+        )
+        .await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(serve.send("GET", "/metrics", &[], "").await.status, 401);
+    let metrics = serve
+        .send(
+            "GET",
+            "/metrics",
+            &[("authorization", "bearer s3cret-token")],
+            "",
+        )
+        .await;
+    assert!(
+        metrics.body.contains("mcp_stdio_sessions 1"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains(r#"method="initialize",status="200""#),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        !serve.stderr().contains("s3cret-token"),
+        "the token is never logged"
+    );
+}
+
+#[tokio::test]
+async fn bounds_sessions_body_size_and_health() {
+    let serve = Serve::start(&["--max-sessions", "1", "--max-message-size", "1024"]).await;
+    assert_eq!(serve.send("GET", "/healthz", &[], "").await.status, 200);
+    assert_eq!(serve.send("GET", "/readyz", &[], "").await.status, 200);
+    let session = serve.initialize().await;
+    let second = serve
+        .post(None, json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}))
+        .await;
+    assert_eq!(second.status, 503, "{}", second.body);
+    assert_eq!(serve.send("GET", "/readyz", &[], "").await.status, 503);
+    let big = serve
+        .call(&session, 1, "echo", json!({"text": "x".repeat(2000)}))
+        .await;
+    assert_eq!(big.status, 413);
+}
+
+#[tokio::test]
+async fn sigterm_ends_every_child_and_exits_zero() {
+    let mut serve = Serve::start(&[]).await;
+    let session = serve.initialize().await;
+    let child: i32 = serve.call(&session, 1, "whoami", json!({})).await.json()["result"]["content"]
+        [0]["text"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pid = serve.child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(DEADLINE, serve.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", serve.stderr());
+    wait_dead(child).await;
+}
+
+#[test]
+fn bad_serve_flags_exit_2_naming_the_flag() {
+    for (args, needle) in [
+        (vec!["serve", "--port", "70000", "--", "x"], "--port"),
+        (
+            vec!["serve", "--max-sessions", "0", "--", "x"],
+            "--max-sessions",
+        ),
+        (vec!["serve", "--path", "mcp", "--", "x"], "--path"),
+        (
+            vec!["serve", "--trusted-proxy", "nonsense", "--", "x"],
+            "--trusted-proxy",
+        ),
+        (
+            vec![
+                "serve",
+                "--allow-origin",
+                "https://a.example/path",
+                "--",
+                "x",
+            ],
+            "--allow-origin",
+        ),
+        (vec!["serve"], "COMMAND"),
+    ] {
+        let (code, stdout, stderr) = common::run_to_end(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+    }
+}
