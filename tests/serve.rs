@@ -628,14 +628,14 @@ async fn sigterm_ends_every_child_and_exits_zero() {
 #[test]
 fn bad_serve_flags_exit_2_naming_the_flag() {
     for (args, needle) in [
-        (vec!["serve", "--port", "70000", "--", "x"], "--port"),
+        (vec!["serve", "--port", "70000", "--", "sh"], "--port"),
         (
-            vec!["serve", "--max-sessions", "0", "--", "x"],
+            vec!["serve", "--max-sessions", "0", "--", "sh"],
             "--max-sessions",
         ),
-        (vec!["serve", "--path", "mcp", "--", "x"], "--path"),
+        (vec!["serve", "--path", "mcp", "--", "sh"], "--path"),
         (
-            vec!["serve", "--trusted-proxy", "nonsense", "--", "x"],
+            vec!["serve", "--trusted-proxy", "nonsense", "--", "sh"],
             "--trusted-proxy",
         ),
         (
@@ -644,11 +644,15 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
                 "--allow-origin",
                 "https://a.example/path",
                 "--",
-                "x",
+                "sh",
             ],
             "--allow-origin",
         ),
         (vec!["serve"], "COMMAND"),
+        (
+            vec!["serve", "--", "/nonexistent/mcp-server"],
+            "cannot find the command",
+        ),
     ] {
         let (code, stdout, stderr) = common::run_to_end(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

@@ -112,6 +112,12 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
                 .into(),
         );
     }
+    if find_program(&args.command[0]).is_none() {
+        return Err(format!(
+            "cannot find the command '{}': give a path to an executable, or a program on PATH",
+            args.command[0]
+        ));
+    }
     if !args.path.starts_with('/') || args.path.contains(['?', '#']) {
         return Err(format!(
             "--path '{}' must be a path starting with '/', e.g. /mcp",
@@ -181,4 +187,16 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         child_grace: args.child_grace,
         shutdown_grace: args.shutdown_grace,
     })
+}
+
+/// Where `program` would be found: a path as given, or the first match on `PATH`.
+fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    let is_file = |p: &std::path::Path| p.is_file();
+    if program.contains(std::path::MAIN_SEPARATOR) || program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return is_file(&path).then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_file(candidate))
 }
