@@ -660,3 +660,112 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
         assert!(stdout.is_empty());
     }
 }
+
+#[tokio::test]
+async fn sessions_are_isolated_each_with_its_own_child() {
+    let serve = Serve::start(&[]).await;
+    let a = serve.initialize().await;
+    let b = serve.initialize().await;
+    assert_ne!(a, b);
+    let pid = |answer: Answer| {
+        answer.json()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let pid_a = pid(serve.call(&a, 1, "whoami", json!({})).await);
+    let pid_b = pid(serve.call(&b, 1, "whoami", json!({})).await);
+    assert_ne!(pid_a, pid_b, "one child per session");
+    // The same request id on two sessions is two requests.
+    let (one, two) = tokio::join!(
+        serve.call(&a, 7, "echo", json!({"text": "a"})),
+        serve.call(&b, 7, "echo", json!({"text": "b"}))
+    );
+    assert_eq!(one.json()["result"]["content"][0]["text"], "a");
+    assert_eq!(two.json()["result"]["content"][0]["text"], "b");
+}
+
+#[tokio::test]
+async fn the_request_bounds_answer_504_and_429() {
+    let serve = Serve::start(&[
+        "--timeout-response",
+        "0.3",
+        "--max-requests-per-session",
+        "1",
+    ])
+    .await;
+    let session = serve.initialize().await;
+    let silent = serve.call(&session, 1, "slow", json!({"ms": 2000})).await;
+    assert_eq!(silent.status, 504, "{}", silent.body);
+    assert!(silent.body.contains("--timeout-response"));
+    // The first slow call is forgotten by the gateway but still runs in the child; a new
+    // one fills the single slot, and a second is refused.
+    let (held, refused) =
+        tokio::join!(serve.call(&session, 2, "slow", json!({"ms": 250})), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            serve.call(&session, 3, "echo", json!({})).await
+        });
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.body.contains("--max-requests-per-session"));
+    assert_eq!(held.status, 200);
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let serve = Serve::start(&["--timeout-headers", "0.3"]).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", serve.port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    // The server closes the connection (with or without a 408) instead of waiting forever.
+    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut rest))
+        .await
+        .expect("the connection was closed")
+        .unwrap();
+    let text = String::from_utf8_lossy(&rest);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    // The server is still serving others.
+    assert_eq!(serve.send("GET", "/healthz", &[], "").await.status, 200);
+}
+
+#[tokio::test]
+async fn the_replay_buffer_keeps_only_the_newest_events() {
+    let serve = Serve::start(&["--replay-buffer", "1"]).await;
+    let session = serve.initialize().await;
+    serve.call(&session, 1, "announce", json!({})).await;
+    serve.call(&session, 2, "announce", json!({})).await;
+    // Both announcements went to the buffer (no GET was open), the second pushing the first
+    // out; resuming from the start finds only the newest.
+    serve.wait_stderr("replay buffer is full").await;
+    let start = Instant::now();
+    loop {
+        let request = http::Request::builder()
+            .method("GET")
+            .uri(&serve.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("last-event-id", "0")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let mut body = serve.http.request(request).await.unwrap().into_body();
+        let frame = tokio::time::timeout(Duration::from_millis(500), body.frame()).await;
+        if let Ok(Some(Ok(frame))) = frame
+            && let Ok(data) = frame.into_data()
+        {
+            let text = String::from_utf8_lossy(&data).into_owned();
+            assert!(
+                text.contains("id: 2") && !text.contains("id: 1\n"),
+                "{text}"
+            );
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "no replayed event");
+    }
+}
