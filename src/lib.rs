@@ -13,3 +13,4 @@ pub mod logging;
 pub mod oauth;
 pub mod relay;
 pub mod serve;
+pub mod shutdown;

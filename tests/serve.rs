@@ -189,6 +189,24 @@ impl Serve {
     }
 }
 
+/// Reads a streaming body into `seen` until `done` says it has what it waits for.
+async fn read_until(
+    body: &mut hyper::body::Incoming,
+    seen: &mut String,
+    done: impl Fn(&str) -> bool,
+) {
+    while !done(seen) {
+        let frame = tokio::time::timeout(DEADLINE, body.frame())
+            .await
+            .expect("more of the stream in time")
+            .expect("the stream went on")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+}
+
 fn alive(pid: i32) -> bool {
     std::process::Command::new("kill")
         .args(["-0", &pid.to_string()])
@@ -300,32 +318,17 @@ async fn a_requests_notifications_and_questions_stream_before_its_answer() {
     };
     let mut body = ask.into_body();
     let mut seen = String::new();
-    while !seen.contains("elicitation/create") {
-        let frame = tokio::time::timeout(DEADLINE, body.frame())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            seen.push_str(&String::from_utf8_lossy(&data));
-        }
-    }
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.contains("elicitation/create")
+    })
+    .await;
     let question: Value =
         serde_json::from_str(seen.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
     let reply = serve
         .post(Some(&session), json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"name":"Ada"}}}))
         .await;
     assert_eq!(reply.status, 202);
-    while !seen.contains("asked: Ada") {
-        let frame = tokio::time::timeout(DEADLINE, body.frame())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            seen.push_str(&String::from_utf8_lossy(&data));
-        }
-    }
+    read_until(&mut body, &mut seen, |s: &str| s.contains("asked: Ada")).await;
 }
 
 #[tokio::test]
@@ -402,16 +405,10 @@ async fn the_get_stream_carries_unrelated_messages_with_ids_and_resumes() {
     serve.call(&session, 1, "announce", json!({})).await;
     serve.call(&session, 2, "announce", json!({})).await;
     let mut seen = String::new();
-    while seen.matches("list_changed").count() < 2 || !seen.contains(": keepalive") {
-        let frame = tokio::time::timeout(DEADLINE, body.frame())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            seen.push_str(&String::from_utf8_lossy(&data));
-        }
-    }
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.matches("list_changed").count() >= 2 && s.contains(": keepalive")
+    })
+    .await;
     let ids: Vec<&str> = seen
         .lines()
         .filter_map(|l| l.strip_prefix("id: "))
@@ -422,16 +419,7 @@ async fn the_get_stream_carries_unrelated_messages_with_ids_and_resumes() {
     let resumed = open(Some("1")).await.unwrap();
     let mut body = resumed.into_body();
     let mut again = String::new();
-    while !again.contains("list_changed") {
-        let frame = tokio::time::timeout(DEADLINE, body.frame())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            again.push_str(&String::from_utf8_lossy(&data));
-        }
-    }
+    read_until(&mut body, &mut again, |s: &str| s.contains("list_changed")).await;
     assert!(
         again.contains("id: 2") && !again.contains("id: 1\n"),
         "{again}"

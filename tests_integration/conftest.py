@@ -3,6 +3,7 @@ started as subprocesses and waited for (with a deadline) until they accept conne
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -109,3 +110,27 @@ def run_conformance_client(
     assert checks, f"the suite produced no checks:\n{report}"
     assert not failures, f"{scenario} failed:\n" + json.dumps(failures, indent=2) + "\n" + report
     assert run.returncode == 0 or (strict and "OVERALL: PASSED" in report), report
+
+
+def start_serve(command: list[str], env: dict | None = None):
+    """`mcp-stdio serve --port 0 -- COMMAND…`; returns the process and the URL it printed."""
+    from host import relay_binary
+
+    process = subprocess.Popen(
+        [relay_binary(), "serve", "--port", "0", "--log-level", "info", "--", *command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    for line in process.stderr:
+        match = re.search(r" at (http://\S+)", line)
+        if match:
+            return process, match.group(1)
+    raise RuntimeError("serve never printed its URL")
+
+
+def stop_serve(process) -> int:
+    process.terminate()
+    return process.wait(timeout=15)

@@ -5,36 +5,20 @@ fronts a stdio server with the suite's test tools, resources and prompts
 requirement set."""
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import HERE, NODE_BIN, NPM_BIN, PEERS, node_env
-from host import relay_binary
+
+from conftest import HERE, NODE_BIN, NPM_BIN, PEERS, node_env, start_serve, stop_serve
 
 
 @pytest.fixture
 def served_fixture():
-    process = subprocess.Popen(
-        [relay_binary(), "serve", "--port", "0", "--log-level", "info", "--", sys.executable, str(HERE / "conformance_server.py")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    # The URL is printed at info level; warn hides it, so ask the OS which port it took.
-    url = None
-    for line in process.stderr:
-        match = re.search(r" at (http://\S+)", line)
-        if match:
-            url = match.group(1)
-            break
-    assert url, "serve never printed its URL"
+    process, url = start_serve([sys.executable, str(HERE / "conformance_server.py")])
     yield url
-    process.terminate()
-    process.wait(timeout=15)
+    stop_serve(process)
 
 
 def run_server_suite(suite: list[str], url: str, out_dir: Path, extra: list[str]) -> None:

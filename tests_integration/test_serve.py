@@ -3,14 +3,9 @@ stdio transport) over Streamable HTTP, driven by the Python SDK client (mcp 2.3.
 legacy mode: every tool, sampling, elicitation and roots round trips included; and the
 relay in front of serve, so that both halves of the project talk to each other."""
 
-import os
-import re
-import subprocess
-import sys
-
 import pytest
-from conftest import NODE_BIN, NPM_BIN, node_env
-from host import accept_sampling, accept_with_defaults, list_roots, relay_binary, through_relay
+from conftest import NODE_BIN, NPM_BIN, node_env, start_serve, stop_serve
+from host import accept_sampling, accept_with_defaults, list_roots, through_relay
 from mcp.client import Client
 from test_server_everything import EXPECTED, sample_arguments
 
@@ -19,26 +14,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def served_everything():
-    env = node_env()
-    process = subprocess.Popen(
-        [relay_binary(), "serve", "--port", "0", "--log-level", "info", "--", str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "stdio"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    url = None
-    for line in process.stderr:
-        match = re.search(r" at (http://\S+)", line)
-        if match:
-            url = match.group(1)
-            break
-    assert url, "serve never printed its URL"
+    process, url = start_serve([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "stdio"], env=node_env())
     yield url
-    process.terminate()
-    process.wait(timeout=15)
-    assert process.returncode == 0
+    assert stop_serve(process) == 0
 
 
 async def test_every_tool_of_server_everything_through_serve(served_everything):

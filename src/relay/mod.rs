@@ -190,7 +190,7 @@ pub async fn run(config: RelayConfig) -> i32 {
     });
     let (lane, lane_task) = Lane::spawn(relay.clone(), 256);
     let mut reader = LineReader::new(stdio.input(), relay.config.max_message_size);
-    let mut signals = std::pin::pin!(shutdown_signal());
+    let mut signals = std::pin::pin!(crate::shutdown::signal());
 
     let stop = loop {
         tokio::select! {
@@ -242,28 +242,6 @@ async fn shut_down(
     relay.stop_server_stream();
     relay.upstream.delete_session(Duration::from_secs(2)).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), outbox.flush()).await;
-}
-
-async fn shutdown_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
-    }
 }
 
 /// Handles one line from the host.

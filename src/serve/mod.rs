@@ -89,7 +89,7 @@ pub async fn run(config: ServeConfig) -> i32 {
     let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let header_timeout = gateway.config.header_read_timeout;
-    let mut signals = std::pin::pin!(shutdown_signal());
+    let mut signals = std::pin::pin!(crate::shutdown::signal());
     loop {
         tokio::select! {
             name = &mut signals => {
@@ -141,26 +141,4 @@ pub async fn run(config: ServeConfig) -> i32 {
     reaper.abort();
     gateway.sessions.end_all(&gateway).await;
     0
-}
-
-async fn shutdown_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
-    }
 }

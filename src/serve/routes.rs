@@ -528,24 +528,9 @@ fn stream(
     principal: Option<String>,
     headers: &HeaderMap,
 ) -> Response<Body> {
-    let Some(session_id) = header(headers, SESSION_ID) else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "null",
-            INVALID_REQUEST,
-            "Bad Request: Mcp-Session-Id header is required",
-        );
-    };
-    let session = match gateway.sessions.get(session_id, principal.as_deref()) {
+    let session = match session_of(gateway, principal, headers) {
         Ok(session) => session,
-        Err(_) => {
-            return json_error(
-                StatusCode::NOT_FOUND,
-                "null",
-                INVALID_REQUEST,
-                "Session not found",
-            );
-        }
+        Err(refused) => return *refused,
     };
     let accepts_sse = header(headers, ACCEPT.as_str())
         .is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
@@ -606,15 +591,7 @@ fn delete(
     principal: Option<String>,
     headers: &HeaderMap,
 ) -> Response<Body> {
-    let Some(session_id) = header(headers, SESSION_ID) else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "null",
-            INVALID_REQUEST,
-            "Bad Request: Mcp-Session-Id header is required",
-        );
-    };
-    match gateway.sessions.get(session_id, principal.as_deref()) {
+    match session_of(gateway, principal, headers) {
         Ok(session) => {
             gateway.sessions.end(&session);
             Response::builder()
@@ -622,13 +599,36 @@ fn delete(
                 .body(Body::empty())
                 .expect("a valid response")
         }
-        Err(_) => json_error(
-            StatusCode::NOT_FOUND,
+        Err(refused) => *refused,
+    }
+}
+
+/// The session a GET or DELETE names: 400 without `Mcp-Session-Id`, 404 for one that is
+/// unknown, ended, or someone else's.
+fn session_of(
+    gateway: &Gateway,
+    principal: Option<String>,
+    headers: &HeaderMap,
+) -> Result<Arc<Session>, Refusal> {
+    let Some(session_id) = header(headers, SESSION_ID) else {
+        return Err(Box::new(json_error(
+            StatusCode::BAD_REQUEST,
             "null",
             INVALID_REQUEST,
-            "Session not found",
-        ),
-    }
+            "Bad Request: Mcp-Session-Id header is required",
+        )));
+    };
+    gateway
+        .sessions
+        .get(session_id, principal.as_deref())
+        .map_err(|_| {
+            Box::new(json_error(
+                StatusCode::NOT_FOUND,
+                "null",
+                INVALID_REQUEST,
+                "Session not found",
+            ))
+        })
 }
 
 fn sse_event(id: Option<u64>, line: &[u8]) -> Bytes {
