@@ -447,7 +447,7 @@ async fn a_crashed_child_fails_its_requests_and_ends_the_session() {
 
 #[tokio::test]
 async fn idle_sessions_are_reaped_with_their_children_and_grandchildren() {
-    let serve = Serve::start(&["--session-idle-ttl", "0.5"]).await;
+    let serve = Serve::start(&["--session-idle-ttl", "1"]).await;
     let session = serve.initialize().await;
     let grandchild: i32 = serve
         .call(&session, 1, "grandchild", json!({}))
@@ -675,15 +675,9 @@ async fn sessions_are_isolated_each_with_its_own_child() {
 
 #[tokio::test]
 async fn the_request_bounds_answer_504_and_429() {
-    let serve = Serve::start(&[
-        "--timeout-response",
-        "0.3",
-        "--max-requests-per-session",
-        "1",
-    ])
-    .await;
+    let serve = Serve::start(&["--timeout-response", "1", "--max-requests-per-session", "1"]).await;
     let session = serve.initialize().await;
-    let silent = serve.call(&session, 1, "slow", json!({"ms": 2000})).await;
+    let silent = serve.call(&session, 1, "slow", json!({"ms": 4000})).await;
     assert_eq!(silent.status, 504, "{}", silent.body);
     assert!(silent.body.contains("--timeout-response"));
     // The first slow call is forgotten by the gateway but still runs in the child; a new
