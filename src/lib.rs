@@ -12,5 +12,6 @@ pub mod jsonrpc;
 pub mod logging;
 pub mod oauth;
 pub mod relay;
+pub mod sandbox;
 pub mod serve;
 pub mod shutdown;

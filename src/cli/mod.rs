@@ -9,6 +9,7 @@ use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 mod oauth;
+mod sandbox;
 mod serve;
 mod tokens;
 
@@ -36,8 +37,11 @@ struct Cli {
 enum Command {
     /// Bridge stdin/stdout to a remote MCP server over Streamable HTTP.
     Relay(RelayArgs),
-    /// Publish a local stdio MCP server as a Streamable HTTP endpoint.
+    /// Publish a local stdio MCP server as a Streamable HTTP endpoint (with no command: the
+    /// built-in sandbox over the current directory).
     Serve(serve::ServeArgs),
+    /// The built-in read-only workspace tool server, on stdio.
+    Sandbox(sandbox::SandboxArgs),
     /// Log in to a server with OAuth and store the tokens.
     Login(tokens::LoginArgs),
     /// Forget the tokens of a server (or of all servers).
@@ -189,6 +193,17 @@ pub fn main() -> i32 {
             };
             run_async(crate::serve::run(config))
         }
+        Command::Sandbox(args) => {
+            logging::init(args.log_level, args.log_format);
+            let config = match sandbox::sandbox_config(args) {
+                Ok(config) => config,
+                Err(message) => {
+                    report_usage_error(&message);
+                    return EXIT_USAGE;
+                }
+            };
+            run_async(crate::sandbox::run(config))
+        }
         Command::Login(args) => tokens::login(args),
         Command::Logout(args) => tokens::logout(args),
         Command::Status(args) => tokens::status(args),
@@ -223,7 +238,7 @@ fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
 }
 
 const SUBCOMMANDS: &[&str] = &[
-    "relay", "serve", "login", "logout", "status", "token", "help",
+    "relay", "serve", "sandbox", "login", "logout", "status", "token", "help",
 ];
 
 /// `mcp-stdio [OPTIONS] URL` (the Python tool's form) means `mcp-stdio relay [OPTIONS] URL`.

@@ -106,11 +106,19 @@ pub struct ServeArgs {
 /// Checks the flags; `token_from_flag` says whether the token came from the command line
 /// (which `ps` shows) rather than the environment.
 pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfig, String> {
+    let mut args = args;
     if args.command.is_empty() {
-        return Err(
-            "serve needs the stdio MCP server to run: mcp-stdio serve [flags] -- COMMAND [ARGS…]"
-                .into(),
-        );
+        // No command: publish the built-in sandbox over the current directory.
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find this program to run its sandbox: {e}"))?;
+        let root = std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?;
+        args.command = vec![
+            exe.to_string_lossy().into_owned(),
+            "sandbox".into(),
+            "--root".into(),
+            root.to_string_lossy().into_owned(),
+        ];
     }
     if find_program(&args.command[0]).is_none() {
         return Err(format!(

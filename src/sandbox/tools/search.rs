@@ -1,0 +1,141 @@
+//! `search_text`: the `regex` crate (finite automata: linear in the input, so no pattern can
+//! backtrack catastrophically), over files opened beneath the root, bounded in files, bytes
+//! and matches.
+
+use std::io::Read;
+
+use regex::RegexBuilder;
+use serde_json::{Value, json};
+
+use super::{Context, Failure, Output, ToolResult, bool_arg, glob_arg, string_arg, u64_arg};
+
+pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
+    let workspace = context.workspace;
+    let pattern = string_arg(arguments, "pattern").unwrap_or_default();
+    let source = if bool_arg(arguments, "literal") {
+        regex::escape(pattern)
+    } else {
+        pattern.to_owned()
+    };
+    let regex = RegexBuilder::new(&source)
+        .case_insensitive(bool_arg(arguments, "case_insensitive"))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| {
+            Failure::new(
+                format!("the pattern is not a valid regular expression: {e}"),
+                "fix the pattern, or pass literal: true to search for the text as it is",
+            )
+        })?;
+    let glob = glob_arg(arguments)?;
+    let around = u64_arg(arguments, "context").unwrap_or(0) as usize;
+    let start = string_arg(arguments, "path").unwrap_or(".");
+    let first = workspace
+        .open_beneath(start, rustix::fs::OFlags::PATH)
+        .map_err(|r| Failure::refused(&r, workspace))?;
+    let mut files = Vec::new();
+    let mut queue = vec![(first.path.clone(), first.kind)];
+    let mut walked = 0usize;
+    let mut truncated = false;
+    while let Some((path, kind)) = queue.pop() {
+        if let Some(stop) = context.stop() {
+            return Err(stop);
+        }
+        if kind == rustix::fs::FileType::Directory {
+            let Ok(opened) = workspace.open_dir(if path.is_empty() { "." } else { &path }) else {
+                continue;
+            };
+            let Ok(reader) = rustix::fs::Dir::read_from(&opened.fd) else {
+                continue;
+            };
+            let mut children: Vec<(String, rustix::fs::FileType)> = reader
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name != "." && name != ".." && name != ".git").then(|| {
+                        (
+                            if path.is_empty() {
+                                name.clone()
+                            } else {
+                                format!("{path}/{name}")
+                            },
+                            e.file_type(),
+                        )
+                    })
+                })
+                .collect();
+            children.sort_by(|a, b| a.0.cmp(&b.0));
+            children.reverse();
+            queue.extend(children);
+            continue;
+        }
+        if glob.as_ref().is_some_and(|g| !g.is_match(&path)) {
+            continue;
+        }
+        walked += 1;
+        if walked > context.limits.max_files {
+            truncated = true;
+            break;
+        }
+        files.push(path);
+    }
+    let mut matches = Vec::new();
+    let mut searched = 0;
+    'files: for path in files {
+        if let Some(stop) = context.stop() {
+            return Err(stop);
+        }
+        // Opened beneath the root like any read: a symlink out, a denied file, a FIFO or
+        // a device is skipped, never followed or read.
+        let Ok((file, opened)) = workspace.open_file(&path) else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        if file
+            .take(context.limits.max_read_bytes)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            continue;
+        }
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        searched += 1;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !regex.is_match(line) {
+                continue;
+            }
+            if matches.len() >= context.limits.max_matches {
+                truncated = true;
+                break 'files;
+            }
+            let from = i.saturating_sub(around);
+            let to = (i + around + 1).min(lines.len());
+            matches.push(json!({
+                "path": opened.path,
+                "line": i + 1,
+                "text": line,
+                "context": lines[from..to].join("\n"),
+            }));
+        }
+    }
+    let text = matches
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}: {}",
+                m["path"].as_str().unwrap_or_default(),
+                m["line"],
+                m["text"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(Output {
+        text,
+        structured: json!({"matches": matches, "files_searched": searched, "truncated": truncated}),
+        untrusted: Some("search results".into()),
+    })
+}
