@@ -636,7 +636,6 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
             ],
             "--allow-origin",
         ),
-        (vec!["serve"], "COMMAND"),
         (
             vec!["serve", "--", "/nonexistent/mcp-server"],
             "cannot find the command",
@@ -750,4 +749,64 @@ async fn the_replay_buffer_keeps_only_the_newest_events() {
         }
         assert!(start.elapsed() < DEADLINE, "no replayed event");
     }
+}
+
+#[tokio::test]
+async fn with_no_command_serve_publishes_the_sandbox() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("hello.txt"), "hello from the sandbox\n").unwrap();
+    let mut cmd = tokio::process::Command::new(common::binary());
+    cmd.args(["serve", "--port", "0"])
+        .current_dir(root.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let line = lines.next_line().await.unwrap().unwrap();
+            if let Some(at) = line.find(" at http://") {
+                return line[at + 4..].split_whitespace().next().unwrap().to_owned();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let port: u16 = url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let serve = Serve {
+        child,
+        url,
+        port,
+        stderr: Default::default(),
+        http: Client::builder(TokioExecutor::new()).build_http(),
+    };
+    let session = serve.initialize().await;
+    let read = serve
+        .call(&session, 1, "read_file", json!({"path": "hello.txt"}))
+        .await;
+    assert_eq!(
+        read.json()["result"]["structuredContent"]["content"],
+        "hello from the sandbox\n",
+        "{}",
+        read.body
+    );
+    let outside = serve
+        .call(
+            &session,
+            2,
+            "read_file",
+            json!({"path": "../../etc/passwd"}),
+        )
+        .await;
+    assert_eq!(outside.json()["result"]["isError"], true);
 }
