@@ -37,30 +37,50 @@ fn git(context: &Context<'_>) -> Command {
     command
 }
 
-/// Runs git, keeping at most `cap` bytes of its output.
-fn run(mut command: Command, cap: u64) -> Result<(String, bool), Failure> {
+/// Runs git, keeping at most `cap` bytes of its output, within the call's deadline (and
+/// stopping when the call is cancelled).
+fn run(mut command: Command, cap: u64, context: &Context<'_>) -> Result<(String, bool), Failure> {
     let mut child = command.spawn().map_err(|e| {
         Failure::new(
             format!("git could not be started: {e}"),
             "git must be installed for the git tools",
         )
     })?;
-    let mut out = Vec::new();
-    let read = child
-        .stdout
-        .take()
-        .expect("piped")
-        .take(cap + 1)
-        .read_to_end(&mut out);
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let read = stdout.take(cap + 1).read_to_end(&mut out);
+        (out, read.is_ok())
+    });
+    let status = loop {
+        if reader.is_finished() {
+            // All output read (or the cap reached): git is done, or must stop.
+            break child.try_wait().ok().flatten();
+        }
+        if let Some(stop) = context.stop() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(stop);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let (mut out, read_ok) = reader.join().unwrap_or_default();
     let truncated = out.len() as u64 > cap;
     out.truncate(cap as usize);
-    let _ = child.kill();
-    let status = child.wait();
+    let status = match status {
+        Some(status) => Some(status),
+        None if truncated => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+        None => child.wait().ok(),
+    };
     let mut err = String::new();
     if let Some(mut stderr) = child.stderr.take() {
         let _ = stderr.read_to_string(&mut err);
     }
-    if read.is_err() || (!truncated && !status.is_ok_and(|s| s.success())) {
+    if !read_ok || (!truncated && !status.is_some_and(|s| s.success())) {
         let first = err.lines().next().unwrap_or("git failed").to_owned();
         return Err(Failure::new(
             format!("git: {first}"),
@@ -108,7 +128,7 @@ pub fn git_log(arguments: &Value, context: &Context<'_>) -> ToolResult {
     if let Some(path) = pathspec(arguments, context)? {
         command.arg(path);
     }
-    let (out, truncated) = run(command, context.limits.max_read_bytes)?;
+    let (out, truncated) = run(command, context.limits.max_read_bytes, context)?;
     let commits: Vec<Value> = out
         .split('\u{1e}')
         .filter_map(|record| {
@@ -158,7 +178,7 @@ pub fn git_diff(arguments: &Value, context: &Context<'_>) -> ToolResult {
     command.arg("--");
     command.arg(pathspec(arguments, context)?.unwrap_or_else(|| ".".into()));
     command.args(excludes(context));
-    let (diff, truncated) = run(command, context.limits.max_read_bytes)?;
+    let (diff, truncated) = run(command, context.limits.max_read_bytes, context)?;
     Ok(Output {
         text: diff.clone(),
         structured: json!({"diff": diff, "truncated": truncated}),
