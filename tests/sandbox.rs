@@ -562,3 +562,56 @@ async fn a_cancelled_call_gets_no_answer() {
         .await;
     assert_eq!(next["isError"], false);
 }
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_symlink_while_reading_never_leaks() {
+    let (_top, root) = workspace();
+    let outside = root.parent().unwrap().join("outside");
+    std::fs::create_dir_all(root.join("real")).unwrap();
+    std::fs::write(root.join("real/file.txt"), "inside\n").unwrap();
+    std::fs::write(outside.join("file.txt"), "OUTSIDE-SECRET-CONTENT").unwrap();
+    // One thread keeps swapping `flip` between a directory inside and a link to outside.
+    let flip = root.join("flip");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        // `real` relative (it stays inside), the outside directory absolute.
+        let (stop, flip, real, outside) = (
+            stop.clone(),
+            flip.clone(),
+            std::path::PathBuf::from("real"),
+            outside.clone(),
+        );
+        std::thread::spawn(move || {
+            let staged = flip.with_extension("next");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for target in [&real, &outside] {
+                    let _ = std::fs::remove_file(&staged);
+                    let _ = symlink(target, &staged);
+                    let _ = std::fs::rename(&staged, &flip); // atomic replace
+                }
+            }
+        })
+    };
+    let mut sandbox = Sandbox::legacy(&root, &[]).await;
+    let mut inside = 0;
+    for _ in 0..200 {
+        let (result, raw) = sandbox
+            .tool("read_file", json!({"path": "flip/file.txt"}))
+            .await;
+        assert!(
+            !raw.contains("OUTSIDE-SECRET-CONTENT"),
+            "leaked during the swap: {raw}"
+        );
+        if result["isError"] == false {
+            assert_eq!(result["structuredContent"]["content"], "inside\n");
+            inside += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    // Reads that landed while `flip` pointed inside succeeded, with the inside content.
+    assert!(
+        inside > 0,
+        "no read ever landed inside; the swap test proves nothing"
+    );
+}
