@@ -615,3 +615,43 @@ async fn a_directory_swapped_for_a_symlink_while_reading_never_leaks() {
         "no read ever landed inside; the swap test proves nothing"
     );
 }
+
+#[tokio::test]
+async fn time_concurrency_and_hashing_are_bounded() {
+    let (_top, root) = workspace();
+    for i in 0..300 {
+        std::fs::write(root.join(format!("src/h{i:03}.txt")), "q".repeat(50_000)).unwrap();
+    }
+    let mut sandbox = Sandbox::legacy(
+        &root,
+        &["--call-timeout", "0.001", "--max-hash-bytes", "10"],
+    )
+    .await;
+    let (slow, raw) = sandbox
+        .tool("search_text", json!({"pattern": "nothing-here"}))
+        .await;
+    assert_eq!(slow["isError"], true, "{raw}");
+    assert!(raw.contains("--call-timeout"), "{raw}");
+    let (info, raw) = sandbox.tool("file_info", json!({"path": "big.txt"})).await;
+    assert!(info["structuredContent"].get("sha256").is_none(), "{raw}");
+    assert!(raw.contains("--max-hash-bytes"), "{raw}");
+
+    let mut one = Sandbox::legacy(&root, &["--max-concurrent-calls", "1"]).await;
+    one.send(&json!({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"system_metrics","arguments":{}}})).await;
+    one.send(&json!({"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"system_metrics","arguments":{}}})).await;
+    let mut answers: Vec<Value> = Vec::new();
+    for _ in 0..2 {
+        answers.push(serde_json::from_str(&one.recv_raw().await).unwrap());
+    }
+    let refused: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == true)
+        .collect();
+    assert_eq!(refused.len(), 1, "{answers:?}");
+    assert!(
+        refused[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("--max-concurrent-calls")
+    );
+}
