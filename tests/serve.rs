@@ -810,3 +810,285 @@ async fn with_no_command_serve_publishes_the_sandbox() {
         .await;
     assert_eq!(outside.json()["result"]["isError"], true);
 }
+
+/// The 2026-07-28 headers and envelope for one request.
+fn modern_request(
+    id: Value,
+    method: &str,
+    mut params: Value,
+    name: Option<&str>,
+) -> (Vec<(String, String)>, String) {
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let mut headers = vec![
+        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
+        ("mcp-method".to_owned(), method.to_owned()),
+    ];
+    if let Some(name) = name {
+        headers.push(("mcp-name".to_owned(), name.to_owned()));
+    }
+    (
+        headers,
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+    )
+}
+
+impl Serve {
+    async fn modern(&self, id: Value, method: &str, params: Value, name: Option<&str>) -> Answer {
+        let (headers, body) = modern_request(id, method, params, name);
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.send("POST", "/mcp", &headers, &body).await
+    }
+}
+
+#[tokio::test]
+async fn modern_clients_are_served_from_one_pooled_child_with_remapped_ids() {
+    let serve = Serve::start(&[]).await;
+    let discover = serve
+        .modern(json!(1), "server/discover", json!({}), None)
+        .await;
+    assert_eq!(discover.status, 200, "{}", discover.body);
+    let result = &discover.json()["result"];
+    assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "stdio-fixture"
+    );
+    assert_eq!(result["cacheScope"], "private");
+    let list = serve.modern(json!(2), "tools/list", json!({}), None).await;
+    assert_eq!(list.json()["result"]["resultType"], "complete");
+    assert_eq!(list.json()["result"]["ttlMs"], 0);
+    // Sixteen clients at once, every one using id 1: each gets its own answer.
+    let calls = (0..16).map(|n| {
+        serve.modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": format!("call {n}")}}),
+            Some("echo"),
+        )
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    for (n, answer) in answers.iter().enumerate() {
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.json()["id"], 1);
+        assert_eq!(
+            answer.json()["result"]["content"][0]["text"],
+            format!("call {n}")
+        );
+        assert_eq!(answer.json()["result"]["resultType"], "complete");
+    }
+    // One child for them all.
+    let pid = |a: &Answer| {
+        a.json()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = serve
+        .modern(
+            json!(3),
+            "tools/call",
+            json!({"name": "whoami"}),
+            Some("whoami"),
+        )
+        .await;
+    let second = serve
+        .modern(
+            json!(4),
+            "tools/call",
+            json!({"name": "whoami"}),
+            Some("whoami"),
+        )
+        .await;
+    assert_eq!(pid(&first), pid(&second));
+    // Progress comes back with the client's own token.
+    let progress = serve
+        .modern(
+            json!(5),
+            "tools/call",
+            json!({"name": "progress", "_meta": {"progressToken": "mine"}}),
+            Some("progress"),
+        )
+        .await;
+    let events = progress.events();
+    assert_eq!(
+        events[0]["params"]["progressToken"], "mine",
+        "{}",
+        progress.body
+    );
+    assert_eq!(events.last().unwrap()["id"], 5);
+    // Legacy clients are not affected: they get their own session and child.
+    let session = serve.initialize().await;
+    assert_ne!(
+        pid(&serve.call(&session, 1, "whoami", json!({})).await),
+        pid(&first)
+    );
+}
+
+#[tokio::test]
+async fn the_modern_ladder_answers_with_the_specs_statuses() {
+    let serve = Serve::start(&[]).await;
+    // A header that disagrees, or is missing: 400 -32020.
+    let (_, body) = modern_request(
+        json!(1),
+        "tools/call",
+        json!({"name": "echo"}),
+        Some("echo"),
+    );
+    let no_headers = serve.send("POST", "/mcp", &[], &body).await;
+    assert_eq!(
+        (
+            no_headers.status,
+            no_headers.json()["error"]["code"].as_i64()
+        ),
+        (400, Some(-32020))
+    );
+    let wrong_name = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            json!({"name": "echo"}),
+            Some("other"),
+        )
+        .await;
+    assert_eq!(
+        (
+            wrong_name.status,
+            wrong_name.json()["error"]["code"].as_i64()
+        ),
+        (400, Some(-32020))
+    );
+    // An unsupported version: 400 -32022 with the list.
+    let old = serve
+        .send("POST", "/mcp", &[("mcp-protocol-version", "2099-01-01"), ("mcp-method", "tools/list")],
+            &json!({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}).to_string())
+        .await;
+    assert_eq!(
+        (old.status, old.json()["error"]["code"].as_i64()),
+        (400, Some(-32022))
+    );
+    assert_eq!(
+        old.json()["error"]["data"]["supported"],
+        json!(["2026-07-28"])
+    );
+    // A broken envelope: 400 -32602; a modern header on a body without one: 400 -32602.
+    let broken = serve
+        .send("POST", "/mcp", &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")],
+            &json!({"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}).to_string())
+        .await;
+    assert_eq!(
+        (broken.status, broken.json()["error"]["code"].as_i64()),
+        (400, Some(-32602))
+    );
+    let headless = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-protocol-version", "2026-07-28")],
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+        )
+        .await;
+    assert_eq!(
+        (headless.status, headless.json()["error"]["code"].as_i64()),
+        (400, Some(-32602))
+    );
+    // An unknown method: 404 -32601.
+    let ping = serve.modern(json!(6), "ping", json!({}), None).await;
+    assert_eq!(
+        (ping.status, ping.json()["error"]["code"].as_i64()),
+        (404, Some(-32601))
+    );
+}
+
+#[tokio::test]
+async fn closing_a_modern_stream_cancels_the_call_in_the_child() {
+    let serve = Serve::start(&["--log-level", "debug"]).await;
+    let (headers, body) = modern_request(
+        json!(1),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 5000}}),
+        Some("slow"),
+    );
+    let mut request = http::Request::builder()
+        .method("POST")
+        .uri(&serve.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in &headers {
+        request = request.header(k, v);
+    }
+    let pending = serve
+        .http
+        .request(request.body(Full::new(Bytes::from(body))).unwrap());
+    // Give the call time to reach the child, then walk away from it.
+    let _ = tokio::time::timeout(Duration::from_millis(300), pending).await;
+    serve
+        .wait_stderr("closed its stream; cancelled in the child")
+        .await;
+    // The backend is still there for the next client.
+    let next = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "after"}}),
+            Some("echo"),
+        )
+        .await;
+    assert_eq!(next.json()["result"]["content"][0]["text"], "after");
+}
+
+#[tokio::test]
+async fn a_dead_pooled_child_fails_its_calls_and_is_replaced() {
+    let serve = Serve::start(&[]).await;
+    let before = serve
+        .modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "whoami"}),
+            Some("whoami"),
+        )
+        .await;
+    let crash = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            json!({"name": "crash"}),
+            Some("crash"),
+        )
+        .await;
+    assert!(crash.body.contains("exited"), "{}", crash.body);
+    assert_eq!(crash.json()["error"]["code"], -32603);
+    let after = serve
+        .modern(
+            json!(3),
+            "tools/call",
+            json!({"name": "whoami"}),
+            Some("whoami"),
+        )
+        .await;
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_ne!(
+        after.json()["result"]["content"][0]["text"],
+        before.json()["result"]["content"][0]["text"],
+        "a new child"
+    );
+}
+
+#[tokio::test]
+async fn modern_only_refuses_the_handshake_era() {
+    let serve = Serve::start(&["--modern-only"]).await;
+    let init = serve
+        .post(None, json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}))
+        .await;
+    assert_eq!(
+        (init.status, init.json()["error"]["code"].as_i64()),
+        (400, Some(-32022))
+    );
+    assert_eq!(serve.send("GET", "/mcp", &[], "").await.status, 405);
+    assert_eq!(serve.send("DELETE", "/mcp", &[], "").await.status, 405);
+    let works = serve.modern(json!(1), "tools/list", json!({}), None).await;
+    assert_eq!(works.status, 200);
+}

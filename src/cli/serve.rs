@@ -86,6 +86,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     shutdown_grace: Duration,
 
+    /// Serve 2026-07-28 clients only: GET and DELETE answer 405, initialize -32022.
+    #[arg(long)]
+    modern_only: bool,
+
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "info", env = "MCP_STDIO_LOG_LEVEL")]
     pub log_level: LogLevel,
@@ -194,6 +198,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         keepalive: args.keepalive,
         child_grace: args.child_grace,
         shutdown_grace: args.shutdown_grace,
+        modern_only: args.modern_only,
     })
 }
 

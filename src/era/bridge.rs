@@ -120,6 +120,20 @@ pub fn error_code_for_modern(code: i64) -> i64 {
     }
 }
 
+/// A legacy answer as a 2026-07-28 client must see it: under the client's id (`client_raw_id`,
+/// raw JSON), results with `resultType` and cache hints, error codes the modern era allows.
+/// `None` if the answer is not JSON.
+pub fn answer_for_modern(method: &str, client_raw_id: &str, answer: &[u8]) -> Option<Vec<u8>> {
+    let mut answer: Value = serde_json::from_slice(answer).ok()?;
+    answer["id"] = serde_json::from_str(client_raw_id).unwrap_or(Value::Null);
+    if let Some(result) = answer.get_mut("result") {
+        decorate_result(method, result);
+    } else if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
+        answer["error"]["code"] = error_code_for_modern(code).into();
+    }
+    Some(serde_json::to_vec(&answer).expect("JSON serializes"))
+}
+
 /// A 2026-07-28 server's error code as the relay passes it to a modern host: the codes
 /// the spec defines pass, the retired ones (`-32002`, `-32042`) and undefined ones in
 /// `-32020..-32099` are replaced, since the relay must not emit them either.

@@ -39,6 +39,21 @@ fn is_plain(value: &str) -> bool {
         && !sentinel
 }
 
+/// A header value as the body has it: `=?base64?…?=` decoded, anything else as it is.
+/// `None` when the sentinel's payload is not base64 of UTF-8.
+pub fn decode_value(value: &str) -> Option<String> {
+    match value
+        .strip_prefix(SENTINEL_OPEN)
+        .and_then(|v| v.strip_suffix(SENTINEL_CLOSE))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
 /// The standard headers of one modern request: (lower-case name, value) pairs. Fails when
 /// the method itself cannot be a header value (the spec defines no encoding for it).
 pub fn standard(
@@ -122,6 +137,20 @@ mod tests {
         assert_eq!(headers[2], (NAME, encode_value("file:///ä")));
         let list = standard("2026-07-28", "tools/list", None).unwrap();
         assert_eq!(list.len(), 2);
+    }
+
+    #[test]
+    fn decoding_inverts_encoding() {
+        for value in [
+            "us-west1",
+            "Hello, 世界",
+            " padded ",
+            "=?base64?abc?=",
+            "a\r\nb",
+        ] {
+            assert_eq!(decode_value(&encode_value(value)).as_deref(), Some(value));
+        }
+        assert_eq!(decode_value("=?base64?!!!?="), None);
     }
 
     #[test]

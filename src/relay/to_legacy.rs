@@ -20,7 +20,7 @@ use super::methods::is_replay_safe;
 use super::parked::{Flight, ParkedCall, ServerRequest};
 use super::passthrough::host_claim;
 use super::upstream::Wire;
-use crate::era::bridge::{decorate_result, discover_result, error_code_for_modern};
+use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim, request_line};
 use crate::era::mrtr::{self, InputRequest};
 use crate::era::{self, LATEST_LEGACY_VERSION, META_SUBSCRIPTION_ID};
@@ -580,16 +580,8 @@ fn send_to_subscriptions(
 /// A legacy answer as a modern host must see it: under the host's id, results with
 /// `resultType` (and cache hints), error codes the modern era allows.
 fn modern_answer(method: &str, host_raw_id: &str, answer: &[u8]) -> Result<Vec<u8>, Failure> {
-    let mut answer: Value = serde_json::from_slice(answer)
-        .map_err(|_| Failure::upstream("the upstream's answer is not valid JSON-RPC"))?;
-    let id: Value = serde_json::from_str(host_raw_id).unwrap_or(Value::Null);
-    answer["id"] = id;
-    if let Some(result) = answer.get_mut("result") {
-        decorate_result(method, result);
-    } else if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
-        answer["error"]["code"] = error_code_for_modern(code).into();
-    }
-    Ok(serde_json::to_vec(&answer).expect("JSON serializes"))
+    crate::era::bridge::answer_for_modern(method, host_raw_id, answer)
+        .ok_or_else(|| Failure::upstream("the upstream's answer is not valid JSON-RPC"))
 }
 
 /// Removes a subscription when its request ends (cancelled by the host, or shutdown).

@@ -4,7 +4,10 @@
 
 mod child;
 pub mod guard;
+mod ladder;
 mod metrics;
+mod modern;
+mod pool;
 mod routes;
 mod session;
 mod sessions;
@@ -47,12 +50,16 @@ pub struct ServeConfig {
     /// How long a child gets after its stdin closes, and again after SIGTERM.
     pub child_grace: Duration,
     pub shutdown_grace: Duration,
+    /// `--modern-only`: no handshake era (GET and DELETE 405, `initialize` -32022).
+    pub modern_only: bool,
 }
 
 /// State shared by every connection.
 pub struct Gateway {
     pub config: ServeConfig,
     pub sessions: Sessions,
+    /// Backends of 2026-07-28 clients, by principal.
+    pub pool: pool::Pool,
     pub metrics: metrics::Metrics,
     /// Fired at shutdown: streams end, no new sessions start.
     pub closing: CancellationToken,
@@ -82,6 +89,7 @@ pub async fn run(config: ServeConfig) -> i32 {
     );
     let gateway = Arc::new(Gateway {
         sessions: Sessions::new(config.max_sessions),
+        pool: pool::Pool::default(),
         config,
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),

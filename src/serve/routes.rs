@@ -74,6 +74,14 @@ pub async fn handle(
     };
     let (label, response) = match method {
         Method::POST => post(&gateway, principal, request).await,
+        Method::GET | Method::DELETE if config.modern_only => (
+            method.to_string(),
+            Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .header(ALLOW, "POST")
+                .body(Body::empty())
+                .expect("a valid response"),
+        ),
         Method::GET => (
             "GET".to_owned(),
             stream(&gateway, principal, request.headers()),
@@ -276,12 +284,31 @@ async fn post(
         }
     };
     let method = parsed.method.as_deref().unwrap_or("response").to_owned();
-    // The era seam: a 2026-07-28 request (an enveloped one, or server/discover) will be
-    // served statelessly; this gateway speaks the handshake era for now, and answers such
-    // a request as a stateful legacy server does, so a dual-era client falls back.
-    let modern = method == "server/discover" || envelope::claims_modern(parsed.params);
+    // Body first (§4.16): the envelope's version key means 2026-07-28, served statelessly
+    // from the principal's pooled backend; everything else keeps the handshake era.
+    if envelope::claims_modern(parsed.params) {
+        let response = super::modern::post(gateway, principal, &headers, &body, &parsed).await;
+        return (method, response);
+    }
+    if header(&headers, "mcp-protocol-version").is_some_and(crate::era::is_modern_version) {
+        return (
+            method,
+            json_error(
+                StatusCode::BAD_REQUEST,
+                parsed.id.map_or("null", |i| i.get()),
+                crate::jsonrpc::error::INVALID_PARAMS,
+                "Invalid params: a 2026-07-28 request needs params._meta with io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
+            ),
+        );
+    }
+    if gateway.config.modern_only {
+        return (
+            method,
+            modern_only_refusal(parsed.id.map_or("null", |i| i.get())),
+        );
+    }
     let session_header = header(&headers, SESSION_ID);
-    if parsed.kind == Kind::Request && method == "initialize" && !modern {
+    if parsed.kind == Kind::Request && method == "initialize" {
         if session_header.is_some() {
             return (
                 method,
@@ -299,7 +326,7 @@ async fn post(
                 text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
             );
         }
-        let session = match gateway.sessions.create(gateway, principal) {
+        let session = match gateway.sessions.create(gateway, principal, false) {
             Ok(session) => session,
             Err(Refused::Full(max)) => {
                 return (
@@ -386,6 +413,19 @@ async fn post(
             )
         }
     }
+}
+
+/// `--modern-only`: the handshake era is not served; the error names what is.
+fn modern_only_refusal(id: &str) -> Response<Body> {
+    json(
+        StatusCode::BAD_REQUEST,
+        Bytes::from(error_response(
+            id,
+            crate::era::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version: this server speaks 2026-07-28 only",
+            Some(serde_json::json!({"supported": crate::era::MODERN_VERSIONS})),
+        )),
+    )
 }
 
 /// Sends one request to the session's child and answers with JSON (when the answer comes
@@ -631,7 +671,7 @@ fn session_of(
         })
 }
 
-fn sse_event(id: Option<u64>, line: &[u8]) -> Bytes {
+pub(super) fn sse_event(id: Option<u64>, line: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(line.len() + 32);
     event.extend_from_slice(b"event: message\n");
     if let Some(id) = id {
@@ -643,7 +683,7 @@ fn sse_event(id: Option<u64>, line: &[u8]) -> Bytes {
     Bytes::from(event)
 }
 
-fn sse(body: Body) -> Response<Body> {
+pub(super) fn sse(body: Body) -> Response<Body> {
     Response::builder()
         .header(CONTENT_TYPE, "text/event-stream")
         .header(CACHE_CONTROL, "no-cache")
@@ -652,7 +692,7 @@ fn sse(body: Body) -> Response<Body> {
         .expect("a valid response")
 }
 
-fn json(status: StatusCode, line: Bytes) -> Response<Body> {
+pub(super) fn json(status: StatusCode, line: Bytes) -> Response<Body> {
     Response::builder()
         .status(status)
         .header(CONTENT_TYPE, "application/json")
@@ -660,11 +700,11 @@ fn json(status: StatusCode, line: Bytes) -> Response<Body> {
         .expect("a valid response")
 }
 
-fn json_error(status: StatusCode, id: &str, code: i64, message: &str) -> Response<Body> {
+pub(super) fn json_error(status: StatusCode, id: &str, code: i64, message: &str) -> Response<Body> {
     json(status, Bytes::from(error_response(id, code, message, None)))
 }
 
-fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+pub(super) fn text(status: StatusCode, body: &'static str) -> Response<Body> {
     Response::builder()
         .status(status)
         .header(CONTENT_TYPE, "text/plain")
@@ -681,12 +721,12 @@ fn too_large(max: usize) -> Response<Body> {
     )
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// A message as one line for the child's stdin.
-fn compact(body: &Bytes) -> Bytes {
+pub(super) fn compact(body: &Bytes) -> Bytes {
     match crate::jsonrpc::framing::one_line(body) {
         std::borrow::Cow::Borrowed(_) => body.clone(),
         std::borrow::Cow::Owned(line) => Bytes::from(line),

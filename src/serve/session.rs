@@ -73,6 +73,8 @@ pub struct Session {
     pub ended: CancellationToken,
     pub created: Instant,
     dropped_events: AtomicU64,
+    /// A pooled backend for 2026-07-28 clients: never reachable by a session id.
+    pub pooled: bool,
 }
 
 impl Session {
@@ -82,6 +84,7 @@ impl Session {
         stdin: mpsc::Sender<Bytes>,
         max_pending: usize,
         replay: usize,
+        pooled: bool,
     ) -> Self {
         Session {
             id,
@@ -102,6 +105,7 @@ impl Session {
             ended: CancellationToken::new(),
             created: Instant::now(),
             dropped_events: AtomicU64::new(0),
+            pooled,
         }
     }
 

@@ -53,7 +53,10 @@ impl Sessions {
             .get(id)
             .cloned()
             .ok_or(Missing::Unknown)?;
-        if session.principal.as_deref() != principal || session.ended.is_cancelled() {
+        if session.pooled
+            || session.principal.as_deref() != principal
+            || session.ended.is_cancelled()
+        {
             return Err(Missing::Unknown);
         }
         Ok(session)
@@ -64,6 +67,7 @@ impl Sessions {
         &self,
         gateway: &Arc<Gateway>,
         principal: Option<String>,
+        pooled: bool,
     ) -> Result<Arc<Session>, Refused> {
         let config = &gateway.config;
         let mut map = self.map.lock().expect("sessions lock");
@@ -86,6 +90,7 @@ impl Sessions {
             child.stdin.clone(),
             config.max_requests_per_session,
             config.replay_buffer,
+            pooled,
         ));
         map.insert(id.clone(), session.clone());
         drop(map);

@@ -1,0 +1,150 @@
+//! The backends of 2026-07-28 clients: stateless requests have no session to hang a child on,
+//! so they go to a child owned by their principal (one shared child without auth or with the
+//! static token), started and initialized once, and shared by all that principal's requests
+//! (ids remapped, so concurrent clients never collide). A dead child is replaced on the next
+//! request; an idle one is reaped like any session.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::{OnceCell, mpsc};
+
+use super::Gateway;
+use super::session::{Event, Session};
+use super::sessions::Refused;
+use crate::era::{LATEST_LEGACY_VERSION, relay_info};
+use crate::jsonrpc::message::IdKey;
+
+/// A pooled child and what its handshake told us.
+pub struct Backend {
+    pub session: Arc<Session>,
+    /// The child's `initialize` result: `server/discover` is answered from it.
+    pub initialize: Value,
+}
+
+/// A principal's backend, started at most once (concurrent first requests wait for it).
+type Slot = Arc<OnceCell<Arc<Backend>>>;
+
+#[derive(Default)]
+pub struct Pool {
+    backends: Mutex<HashMap<Option<String>, Slot>>,
+    next_id: AtomicU64,
+}
+
+/// Why no backend is available.
+pub enum Unavailable {
+    Refused(Refused),
+    /// The child did not complete its handshake.
+    Handshake(String),
+}
+
+impl Pool {
+    /// A fresh upstream id, unique for the gateway (`gw-N`).
+    pub fn next_id(&self) -> String {
+        format!("gw-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// The principal's backend, started and initialized on first use, replaced if dead.
+    pub async fn backend(
+        &self,
+        gateway: &Arc<Gateway>,
+        principal: Option<String>,
+    ) -> Result<Arc<Backend>, Unavailable> {
+        for _ in 0..2 {
+            let cell = self
+                .backends
+                .lock()
+                .expect("pool lock")
+                .entry(principal.clone())
+                .or_default()
+                .clone();
+            let backend = cell
+                .get_or_try_init(|| start(gateway, principal.clone(), self.next_id()))
+                .await?;
+            if !backend.session.ended.is_cancelled() {
+                return Ok(backend.clone());
+            }
+            // Its child is gone: forget it (if nobody did yet) and start another.
+            let mut backends = self.backends.lock().expect("pool lock");
+            if backends
+                .get(&principal)
+                .is_some_and(|c| Arc::ptr_eq(c, &cell))
+            {
+                backends.remove(&principal);
+            }
+        }
+        Err(Unavailable::Handshake(
+            "the MCP server process keeps exiting".into(),
+        ))
+    }
+}
+
+/// Spawns a child for `principal` and runs its handshake, declaring no client capability
+/// (the gateway never asks a 2026-07-28 client anything outside a call).
+async fn start(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    id: String,
+) -> Result<Arc<Backend>, Unavailable> {
+    let session = gateway
+        .sessions
+        .create(gateway, principal, true)
+        .map_err(Unavailable::Refused)?;
+    let (tx, mut rx) = mpsc::channel(8);
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": LATEST_LEGACY_VERSION,
+        "capabilities": {},
+        "clientInfo": relay_info(),
+    }});
+    let line = Bytes::from(request.to_string());
+    let key = IdKey::Str(id);
+    let fail = |why: String| {
+        gateway.sessions.end(&session);
+        Unavailable::Handshake(why)
+    };
+    session
+        .register(key.clone(), &line, None, tx)
+        .map_err(|_| fail("the handshake could not be registered".into()))?;
+    if session.stdin.send(line).await.is_err() {
+        return Err(fail("the MCP server process exited at once".into()));
+    }
+    let answer = loop {
+        match tokio::time::timeout(gateway.config.response_timeout, rx.recv()).await {
+            Ok(Some(Event::Answer(line))) => break line,
+            Ok(Some(Event::Message(_))) => continue,
+            Ok(Some(Event::Failed(why))) => return Err(fail(why)),
+            Ok(None) => {
+                return Err(fail(
+                    "the MCP server process exited during the handshake".into(),
+                ));
+            }
+            Err(_) => {
+                return Err(fail(format!(
+                    "the MCP server did not answer initialize within {} s (--timeout-response)",
+                    gateway.config.response_timeout.as_secs_f64()
+                )));
+            }
+        }
+    };
+    let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+    let Some(result) = answer.get("result").cloned() else {
+        return Err(fail(format!(
+            "the MCP server refused initialize: {}",
+            answer["error"]
+        )));
+    };
+    let _ = session
+        .stdin
+        .send(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ))
+        .await;
+    tracing::info!(session = %super::sessions::short(&session.id), "pooled backend ready for 2026-07-28 clients");
+    Ok(Arc::new(Backend {
+        session,
+        initialize: result,
+    }))
+}
