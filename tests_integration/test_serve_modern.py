@@ -1,0 +1,68 @@
+"""2026-07-28 clients through `mcp-stdio serve`: the Python SDK client (mcp 2.3.0) in
+`mode="2026-07-28"` and `mode="auto"`, against a handshake-era child (server-everything), the
+Python SDK's own dual-era stdio server, and the built-in sandbox; and 16 and 64 calls in
+flight with zero errors."""
+
+import sys
+
+import anyio
+import pytest
+from conftest import HERE, NODE_BIN, NPM_BIN, node_env, start_serve, stop_serve
+from host import relay_binary
+from mcp.client import Client
+
+pytestmark = pytest.mark.anyio
+
+CHILDREN = {
+    "server-everything": lambda: ([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "stdio"], node_env()),
+    "python-sdk": lambda: ([sys.executable, str(HERE / "conformance_server.py")], None),
+    "sandbox": lambda: ([relay_binary(), "sandbox", "--root", str(HERE)], None),
+}
+TOOL = {"server-everything": ("echo", {"message": "hi"}, "hi"), "python-sdk": ("test_simple_text", {}, "simple text"), "sandbox": ("file_info", {"path": "host.py"}, "host.py")}
+
+
+@pytest.mark.parametrize("child", sorted(CHILDREN))
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+async def test_modern_clients_through_serve(child, mode):
+    command, env = CHILDREN[child]()
+    process, url = start_serve(command, env=env)
+    try:
+        async with Client(url, mode=mode, cache=None) as client:
+            assert client.session.protocol_version == "2026-07-28"
+            tools = (await client.list_tools()).tools
+            assert tools
+            name, arguments, expected = TOOL[child]
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result
+            assert expected in " ".join(getattr(b, "text", "") for b in result.content)
+    finally:
+        stop_serve(process)
+
+
+@pytest.mark.parametrize("in_flight", [16, 64])
+async def test_many_modern_calls_in_flight_without_errors(in_flight):
+    command, env = CHILDREN["python-sdk"]()
+    process, url = start_serve(command, env=env)
+    errors = []
+    try:
+        async with Client(url, mode="2026-07-28", cache=None) as client:
+            limit = anyio.Semaphore(in_flight)
+
+            async def one(n):
+                async with limit:
+                    await call()
+
+            async def call():
+                try:
+                    result = await client.call_tool("test_simple_text", {})
+                    if result.is_error:
+                        errors.append(result)
+                except Exception as error:  # counted, not raised: the figure is the point
+                    errors.append(error)
+
+            async with anyio.create_task_group() as group:
+                for n in range(in_flight * 4):
+                    group.start_soon(one, n)
+    finally:
+        stop_serve(process)
+    assert errors == [], errors[:3]
