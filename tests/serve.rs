@@ -440,7 +440,7 @@ async fn a_crashed_child_fails_its_requests_and_ends_the_session() {
         assert_eq!(answer.json()["error"]["code"], -32603, "{}", answer.body);
         assert!(answer.body.contains("exited"), "{}", answer.body);
     }
-    serve.wait_stderr("the server process exited").await;
+    serve.wait_stderr("; the session is over").await;
     let after = serve.call(&session, 3, "echo", json!({})).await;
     assert_eq!(after.status, 404);
 }
