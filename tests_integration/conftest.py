@@ -112,12 +112,12 @@ def run_conformance_client(
     assert run.returncode == 0 or (strict and "OVERALL: PASSED" in report), report
 
 
-def start_serve(command: list[str], env: dict | None = None):
-    """`mcp-stdio serve --port 0 -- COMMAND…`; returns the process and the URL it printed."""
+def start_serve(command: list[str], env: dict | None = None, flags: tuple = ()):
+    """`mcp-stdio serve --port 0 [FLAGS] -- COMMAND…`; returns the process and the URL it printed."""
     from host import relay_binary
 
     process = subprocess.Popen(
-        [relay_binary(), "serve", "--port", "0", "--log-level", "info", "--", *command],
+        [relay_binary(), "serve", "--port", "0", "--log-level", "info", *flags, "--", *command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""2026-07-28 clients through `mcp-stdio serve`: the Python SDK client (mcp 2.3.0) in
+"""2026-07-28 clients through `mcp-stdio serve --modern-clients`: the Python SDK client (mcp 2.3.0) in
 `mode="2026-07-28"` and `mode="auto"`, against a handshake-era child (server-everything), the
 Python SDK's own dual-era stdio server, and the built-in sandbox; and 16 and 64 calls in
 flight with zero errors."""
@@ -25,7 +25,7 @@ TOOL = {"server-everything": ("echo", {"message": "hi"}, "hi"), "python-sdk": ("
 @pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
 async def test_modern_clients_through_serve(child, mode):
     command, env = CHILDREN[child]()
-    process, url = start_serve(command, env=env)
+    process, url = start_serve(command, env=env, flags=("--modern-clients",))
     try:
         async with Client(url, mode=mode, cache=None) as client:
             assert client.session.protocol_version == "2026-07-28"
@@ -42,7 +42,7 @@ async def test_modern_clients_through_serve(child, mode):
 @pytest.mark.parametrize("in_flight", [16, 64])
 async def test_many_modern_calls_in_flight_without_errors(in_flight):
     command, env = CHILDREN["python-sdk"]()
-    process, url = start_serve(command, env=env)
+    process, url = start_serve(command, env=env, flags=("--modern-clients",))
     errors = []
     try:
         async with Client(url, mode="2026-07-28", cache=None) as client:

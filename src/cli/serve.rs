@@ -86,6 +86,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     shutdown_grace: Duration,
 
+    /// Also serve 2026-07-28 clients (stateless, from a pool of children). Off by default
+    /// until that face can carry the child's questions (sampling, elicitation, roots): a
+    /// dual-era client then falls back to the handshake era, where they work.
+    #[arg(long)]
+    modern_clients: bool,
+
     /// Serve 2026-07-28 clients only: GET and DELETE answer 405, initialize -32022.
     #[arg(long)]
     modern_only: bool,
@@ -199,6 +205,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         child_grace: args.child_grace,
         shutdown_grace: args.shutdown_grace,
         modern_only: args.modern_only,
+        modern_clients: args.modern_clients || args.modern_only,
     })
 }
 

@@ -52,6 +52,9 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// `--modern-only`: no handshake era (GET and DELETE 405, `initialize` -32022).
     pub modern_only: bool,
+    /// `--modern-clients` (or `--modern-only`): 2026-07-28 requests are served; otherwise
+    /// they get the stateful-legacy 400, and a dual-era client falls back.
+    pub modern_clients: bool,
 }
 
 /// State shared by every connection.

@@ -286,11 +286,13 @@ async fn post(
     let method = parsed.method.as_deref().unwrap_or("response").to_owned();
     // Body first (§4.16): the envelope's version key means 2026-07-28, served statelessly
     // from the principal's pooled backend; everything else keeps the handshake era.
-    if envelope::claims_modern(parsed.params) {
+    if gateway.config.modern_clients && envelope::claims_modern(parsed.params) {
         let response = super::modern::post(gateway, principal, &headers, &body, &parsed).await;
         return (method, response);
     }
-    if header(&headers, "mcp-protocol-version").is_some_and(crate::era::is_modern_version) {
+    if gateway.config.modern_clients
+        && header(&headers, "mcp-protocol-version").is_some_and(crate::era::is_modern_version)
+    {
         return (
             method,
             json_error(
