@@ -40,6 +40,14 @@ fn main() {
         if message.get("id").is_none() {
             continue; // notifications
         }
+        // `deaf`: answer, then stop reading stdin (a server that hangs on its input).
+        if message["params"]["name"] == "deaf" {
+            send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}}),
+            );
+            std::thread::sleep(std::time::Duration::from_secs(120));
+        }
         let out = out.clone();
         let waiters = waiters.clone();
         let counter = counter.clone();

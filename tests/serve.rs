@@ -1092,3 +1092,30 @@ async fn modern_only_refuses_the_handshake_era() {
     let works = serve.modern(json!(1), "tools/list", json!({}), None).await;
     assert_eq!(works.status, 200);
 }
+
+#[tokio::test]
+async fn a_child_that_stops_reading_gets_its_client_a_503_not_a_hang() {
+    let serve = Serve::start(&["--child-queue", "1", "--timeout-response", "0.5"]).await;
+    let session = serve.initialize().await;
+    let deaf = serve.call(&session, 1, "deaf", json!({})).await;
+    assert!(deaf.json().get("result").is_some(), "{}", deaf.body);
+    // The child no longer reads: its pipe fills, then the one-message queue, then the
+    // next message waits --timeout-response and is refused.
+    let padding = "p".repeat(32 * 1024);
+    let mut statuses = Vec::new();
+    for _ in 0..128 {
+        let note = serve
+            .post(Some(&session), json!({"jsonrpc":"2.0","method":"notifications/message","params":{"padding": padding}}))
+            .await;
+        statuses.push(note.status);
+        if note.status == 503 {
+            assert!(note.body.contains("--child-queue (1)"), "{}", note.body);
+            break;
+        }
+    }
+    assert_eq!(
+        statuses[0], 202,
+        "the channel worked before it filled: {statuses:?}"
+    );
+    assert_eq!(statuses.last(), Some(&503), "{statuses:?}");
+}

@@ -62,6 +62,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     max_requests_per_session: u64,
 
+    /// Messages queued for one child's stdin; when it stays full for --timeout-response
+    /// (the child stopped reading), the client gets 503.
+    #[arg(long, value_name = "N", default_value = "256", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    child_queue: u64,
+
     /// Events kept per session so a GET stream can resume with Last-Event-ID.
     #[arg(long, value_name = "N", default_value = "256", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     replay_buffer: u64,
@@ -198,6 +203,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         session_idle_ttl: ttl,
         max_message_size: args.max_message_size as usize,
         max_requests_per_session: args.max_requests_per_session as usize,
+        child_queue: args.child_queue as usize,
         replay_buffer: args.replay_buffer as usize,
         response_timeout: args.timeout_response,
         header_read_timeout: args.timeout_headers,

@@ -41,6 +41,8 @@ pub struct ServeConfig {
     pub session_idle_ttl: Option<Duration>,
     pub max_message_size: usize,
     pub max_requests_per_session: usize,
+    /// Messages waiting for a child's stdin before a client is told it is not reading.
+    pub child_queue: usize,
     /// Events kept per session for `Last-Event-ID`.
     pub replay_buffer: usize,
     /// Longest wait for the child's first word on a request (then 504).

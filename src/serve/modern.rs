@@ -138,15 +138,13 @@ pub async fn post(
         upstream_id,
         answered: false,
     };
-    if session.stdin.send(line).await.is_err() {
+    if let Err(undeliverable) = session
+        .send_to_child(line, gateway.config.response_timeout)
+        .await
+    {
         call.answered = true;
         session.forget(&call.key);
-        return json_error(
-            StatusCode::BAD_GATEWAY,
-            &raw_id,
-            INTERNAL_ERROR,
-            "the MCP server process has exited; try again",
-        );
+        return super::routes::undeliverable_response(gateway, &raw_id, &undeliverable);
     }
     let logs = claim.log_level.is_some();
     let first = loop {
@@ -296,7 +294,8 @@ async fn translate(
                         ),
                         None,
                     );
-                    let _ = session.stdin.send(Bytes::from(refusal)).await;
+                    // Never wait on a child that is not reading: the refusal is best effort.
+                    let _ = session.stdin.try_send(Bytes::from(refusal));
                     None
                 }
                 Kind::Notification if name == "notifications/progress" => {

@@ -108,7 +108,11 @@ async fn start(
     session
         .register(key.clone(), &line, None, tx)
         .map_err(|_| fail("the handshake could not be registered".into()))?;
-    if session.stdin.send(line).await.is_err() {
+    if session
+        .send_to_child(line, gateway.config.response_timeout)
+        .await
+        .is_err()
+    {
         return Err(fail("the MCP server process exited at once".into()));
     }
     let answer = loop {

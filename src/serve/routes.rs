@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use tokio::sync::mpsc;
 
 use super::Gateway;
-use super::session::{Conflict, Event, Session, request_progress_token};
+use super::session::{Conflict, Event, Session, Undeliverable, request_progress_token};
 use super::sessions::{Refused, short};
 use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, error_response};
@@ -395,15 +395,13 @@ async fn post(
         }
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
-            if session.stdin.send(compact(&body)).await.is_err() {
+            if let Err(undeliverable) = session
+                .send_to_child(compact(&body), gateway.config.response_timeout)
+                .await
+            {
                 return (
                     method,
-                    json_error(
-                        StatusCode::NOT_FOUND,
-                        "null",
-                        INVALID_REQUEST,
-                        "Session not found: its server process has exited",
-                    ),
+                    undeliverable_response(gateway, "null", &undeliverable),
                 );
             }
             (
@@ -414,6 +412,33 @@ async fn post(
                     .expect("a valid response"),
             )
         }
+    }
+}
+
+/// The answer when a message could not be handed to the child: 404 if it is gone (the
+/// session is over), 503 if it has stopped reading its input.
+pub(super) fn undeliverable_response(
+    gateway: &Gateway,
+    raw_id: &str,
+    undeliverable: &Undeliverable,
+) -> Response<Body> {
+    match undeliverable {
+        Undeliverable::Gone => json_error(
+            StatusCode::NOT_FOUND,
+            raw_id,
+            INVALID_REQUEST,
+            "Session not found: its server process has exited",
+        ),
+        Undeliverable::Full => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            raw_id,
+            INTERNAL_ERROR,
+            &format!(
+                "Service Unavailable: the MCP server has not read its input for {} s; --child-queue ({}) messages are waiting",
+                gateway.config.response_timeout.as_secs_f64(),
+                gateway.config.child_queue
+            ),
+        ),
     }
 }
 
@@ -444,14 +469,12 @@ async fn exchange(
     let line = compact(body);
     match session.register(id.clone(), &line, request_progress_token(parsed.params), tx) {
         Ok(true) => {
-            if session.stdin.send(line).await.is_err() {
+            if let Err(undeliverable) = session
+                .send_to_child(line, gateway.config.response_timeout)
+                .await
+            {
                 session.forget(&id);
-                return json_error(
-                    StatusCode::NOT_FOUND,
-                    &raw_id,
-                    INVALID_REQUEST,
-                    "Session not found: its server process has exited",
-                );
+                return undeliverable_response(gateway, &raw_id, &undeliverable);
             }
         }
         Ok(false) => {} // the same request is already running: wait for its answer

@@ -36,6 +36,15 @@ struct Pending {
     progress: Option<String>,
 }
 
+/// Why a message could not be handed to the child.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Undeliverable {
+    /// The child is gone.
+    Gone,
+    /// The child has not read its input for the whole wait: `--child-queue` is full.
+    Full,
+}
+
 /// Why a request cannot be registered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Conflict {
@@ -107,6 +116,22 @@ impl Session {
             dropped_events: AtomicU64::new(0),
             pooled,
         }
+    }
+
+    /// Queues one line for the child's stdin, waiting at most `wait` for room: a child that
+    /// stops reading must not hold a client's request forever.
+    pub async fn send_to_child(
+        &self,
+        line: Bytes,
+        wait: std::time::Duration,
+    ) -> Result<(), Undeliverable> {
+        self.stdin
+            .send_timeout(line, wait)
+            .await
+            .map_err(|e| match e {
+                mpsc::error::SendTimeoutError::Timeout(_) => Undeliverable::Full,
+                mpsc::error::SendTimeoutError::Closed(_) => Undeliverable::Gone,
+            })
     }
 
     pub fn touch(&self) {

@@ -80,7 +80,7 @@ impl Sessions {
             &config.command,
             &short(&id),
             config.max_message_size,
-            256,
+            config.child_queue,
             output_tx,
         )
         .map_err(|e| Refused::Spawn(format!("cannot start `{}`: {e}", config.command[0])))?;
