@@ -11,6 +11,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod logging;
 pub mod oauth;
+pub mod parking;
 pub mod relay;
 pub mod sandbox;
 pub mod serve;

@@ -846,7 +846,7 @@ impl Serve {
 
 #[tokio::test]
 async fn modern_clients_are_served_from_one_pooled_child_with_remapped_ids() {
-    let serve = Serve::start(&["--modern-clients"]).await;
+    let serve = Serve::start(&[]).await;
     let discover = serve
         .modern(json!(1), "server/discover", json!({}), None)
         .await;
@@ -930,7 +930,7 @@ async fn modern_clients_are_served_from_one_pooled_child_with_remapped_ids() {
 
 #[tokio::test]
 async fn the_modern_ladder_answers_with_the_specs_statuses() {
-    let serve = Serve::start(&["--modern-clients"]).await;
+    let serve = Serve::start(&[]).await;
     // A header that disagrees, or is missing: 400 -32020.
     let (_, body) = modern_request(
         json!(1),
@@ -1005,7 +1005,7 @@ async fn the_modern_ladder_answers_with_the_specs_statuses() {
 
 #[tokio::test]
 async fn closing_a_modern_stream_cancels_the_call_in_the_child() {
-    let serve = Serve::start(&["--log-level", "debug", "--modern-clients"]).await;
+    let serve = Serve::start(&["--log-level", "debug"]).await;
     let (headers, body) = modern_request(
         json!(1),
         "tools/call",
@@ -1026,7 +1026,7 @@ async fn closing_a_modern_stream_cancels_the_call_in_the_child() {
     // Give the call time to reach the child, then walk away from it.
     let _ = tokio::time::timeout(Duration::from_millis(300), pending).await;
     serve
-        .wait_stderr("closed its stream; cancelled in the child")
+        .wait_stderr("ended unanswered; cancelled in the child")
         .await;
     // The backend is still there for the next client.
     let next = serve
@@ -1042,7 +1042,7 @@ async fn closing_a_modern_stream_cancels_the_call_in_the_child() {
 
 #[tokio::test]
 async fn a_dead_pooled_child_fails_its_calls_and_is_replaced() {
-    let serve = Serve::start(&["--modern-clients"]).await;
+    let serve = Serve::start(&[]).await;
     let before = serve
         .modern(
             json!(1),

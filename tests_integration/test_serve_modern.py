@@ -25,7 +25,7 @@ TOOL = {"server-everything": ("echo", {"message": "hi"}, "hi"), "python-sdk": ("
 @pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
 async def test_modern_clients_through_serve(child, mode):
     command, env = CHILDREN[child]()
-    process, url = start_serve(command, env=env, flags=("--modern-clients",))
+    process, url = start_serve(command, env=env)
     try:
         async with Client(url, mode=mode, cache=None) as client:
             assert client.session.protocol_version == "2026-07-28"
@@ -42,7 +42,7 @@ async def test_modern_clients_through_serve(child, mode):
 @pytest.mark.parametrize("in_flight", [16, 64])
 async def test_many_modern_calls_in_flight_without_errors(in_flight):
     command, env = CHILDREN["python-sdk"]()
-    process, url = start_serve(command, env=env, flags=("--modern-clients",))
+    process, url = start_serve(command, env=env)
     errors = []
     try:
         async with Client(url, mode="2026-07-28", cache=None) as client:

@@ -9,6 +9,7 @@ use super::{non_negative_seconds, positive_seconds};
 use crate::logging::{LogFormat, LogLevel};
 use crate::oauth::secret::Secret;
 use crate::serve::ServeConfig;
+use crate::serve::child_era::ChildEraChoice;
 use crate::serve::guard::Guards;
 
 #[derive(Debug, Args)]
@@ -91,15 +92,29 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     shutdown_grace: Duration,
 
-    /// Also serve 2026-07-28 clients (stateless, from a pool of children). Off by default
-    /// until that face can carry the child's questions (sampling, elicitation, roots): a
-    /// dual-era client then falls back to the handshake era, where they work.
-    #[arg(long)]
-    modern_clients: bool,
+    /// Serve handshake-era clients only: a 2026-07-28 request gets the stateful-legacy 400,
+    /// and a dual-era client falls back to `initialize`.
+    #[arg(long, conflicts_with = "modern_only")]
+    legacy_only: bool,
 
     /// Serve 2026-07-28 clients only: GET and DELETE answer 405, initialize -32022.
     #[arg(long)]
     modern_only: bool,
+
+    /// The stdio server's protocol era: `auto` asks a disposable sibling process
+    /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
+    /// requests through with their envelope.
+    #[arg(long, value_enum, default_value = "auto")]
+    child_era: ChildEraArg,
+
+    /// Seconds the era probe waits for the server's answer (then: handshake era).
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
+    child_probe_timeout: Duration,
+
+    /// Seconds a handshake-era server's call stays parked waiting for a 2026-07-28 client to
+    /// retry with its `input_required` answers (then it is cancelled).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = positive_seconds, allow_hyphen_values = true)]
+    input_timeout: Duration,
 
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "info", env = "MCP_STDIO_LOG_LEVEL")]
@@ -211,8 +226,22 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         child_grace: args.child_grace,
         shutdown_grace: args.shutdown_grace,
         modern_only: args.modern_only,
-        modern_clients: args.modern_clients || args.modern_only,
+        modern_clients: !args.legacy_only,
+        child_era: match args.child_era {
+            ChildEraArg::Auto => ChildEraChoice::Auto,
+            ChildEraArg::Legacy => ChildEraChoice::Legacy,
+            ChildEraArg::Modern => ChildEraChoice::Modern,
+        },
+        child_probe_timeout: args.child_probe_timeout,
+        input_timeout: args.input_timeout,
     })
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ChildEraArg {
+    Auto,
+    Legacy,
+    Modern,
 }
 
 /// Where `program` would be found: a path as given, or the first match on `PATH`.

@@ -79,6 +79,17 @@ pub fn discover_result(initialize: &Value) -> Value {
     result
 }
 
+/// The notifications a `subscriptions/listen` stream carries (§4.11).
+pub fn is_change_notification(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/tools/list_changed"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+    )
+}
+
 /// Methods whose complete results carry cache hints in 2026-07-28.
 pub fn is_cacheable(method: &str) -> bool {
     matches!(
@@ -124,12 +135,31 @@ pub fn error_code_for_modern(code: i64) -> i64 {
 /// raw JSON), results with `resultType` and cache hints, error codes the modern era allows.
 /// `None` if the answer is not JSON.
 pub fn answer_for_modern(method: &str, client_raw_id: &str, answer: &[u8]) -> Option<Vec<u8>> {
+    reanswer(method, client_raw_id, answer, error_code_for_modern)
+}
+
+/// A 2026-07-28 server's answer as a 2026-07-28 client must see it: as
+/// [`answer_for_modern`], but the modern error codes (`-32020..-32022`) keep their meaning.
+pub fn modern_answer_for_modern(
+    method: &str,
+    client_raw_id: &str,
+    answer: &[u8],
+) -> Option<Vec<u8>> {
+    reanswer(method, client_raw_id, answer, modern_code_for_modern_host)
+}
+
+fn reanswer(
+    method: &str,
+    client_raw_id: &str,
+    answer: &[u8],
+    code_for: fn(i64) -> i64,
+) -> Option<Vec<u8>> {
     let mut answer: Value = serde_json::from_slice(answer).ok()?;
     answer["id"] = serde_json::from_str(client_raw_id).unwrap_or(Value::Null);
     if let Some(result) = answer.get_mut("result") {
         decorate_result(method, result);
     } else if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
-        answer["error"]["code"] = error_code_for_modern(code).into();
+        answer["error"]["code"] = code_for(code).into();
     }
     Some(serde_json::to_vec(&answer).expect("JSON serializes"))
 }

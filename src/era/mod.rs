@@ -4,6 +4,7 @@
 pub mod bridge;
 pub mod envelope;
 pub mod headers;
+pub mod listen;
 pub mod mrtr;
 pub mod probe;
 pub mod state_token;

@@ -101,6 +101,20 @@ pub fn host_can_answer(capabilities: &Value, request: &InputRequest) -> bool {
     }
 }
 
+/// The client capability a server request needs, as `requiredCapabilities` names it in a
+/// `-32021` error; `None` for a request no client can be asked in an `input_required` round.
+pub fn required_capability(method: &str, params: &Value) -> Option<Value> {
+    match method {
+        "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {
+            Some(json!({"elicitation": {"url": {}}}))
+        }
+        "elicitation/create" => Some(json!({"elicitation": {}})),
+        "sampling/createMessage" => Some(json!({"sampling": {}})),
+        "roots/list" => Some(json!({"roots": {}})),
+        _ => None,
+    }
+}
+
 /// The retry's params: the original params, `inputResponses` keyed like the requests, and
 /// `requestState` spliced in as the server's own bytes (absent if it sent none).
 pub fn retry_params(

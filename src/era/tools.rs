@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::headers::{PARAM_PREFIX, encode_value};
+use super::headers::{PARAM_PREFIX, decode_value, encode_value};
 
 /// The JSON type an annotated property has; only these three may carry the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,31 +161,93 @@ fn param_type(schema: &Map<String, Value>) -> Result<ParamType, String> {
 /// The `Mcp-Param-*` headers of one call: (lower-case name, encoded value). A value that is
 /// absent or null gets no header.
 pub fn values(params: &[ParamHeader], arguments: Option<&Value>) -> Vec<(String, String)> {
-    let mut headers = Vec::new();
+    params
+        .iter()
+        .filter_map(|param| {
+            let value = match argument(param, arguments)? {
+                Value::String(s) => encode_value(s),
+                other => plain(other)?,
+            };
+            Some((param_header_name(param), value))
+        })
+        .collect()
+}
+
+/// Checks a call's `Mcp-Param-*` headers (looked up by `header`) against its arguments, as
+/// a server must (SEP-2243): a mirrored argument needs its header, the header decoded must
+/// equal the argument, and a header for an absent argument, or one whose `=?base64?…?=`
+/// payload does not decode, is refused. The error says which header and why.
+pub fn check_values(
+    params: &[ParamHeader],
+    arguments: Option<&Value>,
+    header: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
     for param in params {
-        let mut at = arguments;
-        for step in &param.path {
-            at = at.and_then(|v| v.get(step));
-        }
-        let value = match at {
-            None | Some(Value::Null) => continue,
-            Some(Value::String(s)) => encode_value(s),
-            Some(Value::Bool(b)) => b.to_string(),
-            Some(Value::Number(n)) => match n.as_f64() {
-                // 42.0 is the integer 42; the server compares numerically.
-                Some(f) if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
-                    format!("{}", f as i64)
+        let name = param_header_name(param);
+        let shown = format!("Mcp-Param-{}", param.header);
+        let path = param.path.join(".");
+        let expected = argument(param, arguments).and_then(plain_or_string);
+        match (expected, header(&name)) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(format!(
+                    "{shown} was sent but arguments.{path} is absent or null"
+                ));
+            }
+            (Some(value), None) => {
+                return Err(format!(
+                    "{shown} is missing: the tool mirrors arguments.{path} ({value:?}) into it"
+                ));
+            }
+            (Some(value), Some(sent)) => {
+                let decoded = decode_value(&sent).ok_or_else(|| {
+                    format!("{shown} is not valid: its =?base64?…?= payload is not base64 of UTF-8")
+                })?;
+                if decoded != value {
+                    return Err(format!(
+                        "{shown} says {decoded:?} but arguments.{path} is {value:?}"
+                    ));
                 }
-                _ => n.to_string(),
-            },
-            Some(_) => continue,
-        };
-        headers.push((
-            format!("{PARAM_PREFIX}{}", param.header.to_ascii_lowercase()),
-            value,
-        ));
+            }
+        }
     }
-    headers
+    Ok(())
+}
+
+fn param_header_name(param: &ParamHeader) -> String {
+    format!("{PARAM_PREFIX}{}", param.header.to_ascii_lowercase())
+}
+
+/// The argument a parameter mirrors; `None` when absent or null.
+fn argument<'a>(param: &ParamHeader, arguments: Option<&'a Value>) -> Option<&'a Value> {
+    let mut at = arguments;
+    for step in &param.path {
+        at = at.and_then(|v| v.get(step));
+    }
+    at.filter(|v| !v.is_null())
+}
+
+/// A scalar argument as header text before any encoding.
+fn plain_or_string(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        other => plain(other),
+    }
+}
+
+/// A boolean or number as header text: 42.0 is the integer 42 (the server compares
+/// numerically).
+fn plain(value: &Value) -> Option<String> {
+    match value {
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
+                format!("{}", f as i64)
+            }
+            _ => n.to_string(),
+        }),
+        _ => None,
+    }
 }
 
 /// Removes from a `tools/list` result every tool whose annotations break the rules, and
@@ -304,5 +366,51 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(dropped[0].0, "bad");
         assert_eq!(result["tools"].as_array().unwrap().len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod server_checks {
+    use super::*;
+    use serde_json::json;
+
+    fn region() -> Vec<ParamHeader> {
+        param_headers(&json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"}}}))
+        .unwrap()
+    }
+
+    fn check(arguments: Value, headers: &[(&str, &str)]) -> Result<(), String> {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        check_values(&region(), Some(&arguments), |name| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn matching_headers_pass_in_plain_and_base64_forms() {
+        assert_eq!(check(json!({"region": "Hello", "n": 4.0}), &[("Mcp-Param-Region", "=?base64?SGVsbG8=?="), ("Mcp-Param-N", "4")]), Ok(()));
+        // Without the full sentinel the value is literal.
+        assert_eq!(check(json!({"region": "=?base64?SGVsbG8="}), &[("Mcp-Param-Region", "=?base64?SGVsbG8=")]), Ok(()));
+        assert_eq!(check(json!({}), &[]), Ok(()));
+    }
+
+    #[test]
+    fn missing_mismatched_stray_and_undecodable_headers_are_refused() {
+        let missing = check(json!({"region": "eu"}), &[]).unwrap_err();
+        assert!(missing.contains("Mcp-Param-Region is missing"), "{missing}");
+        let mismatch = check(json!({"region": "eu"}), &[("Mcp-Param-Region", "us")]).unwrap_err();
+        assert!(mismatch.contains("says \"us\""), "{mismatch}");
+        assert!(check(json!({}), &[("Mcp-Param-Region", "us")]).is_err());
+        assert!(check(json!({"region": "Hello"}), &[("Mcp-Param-Region", "=?base64?SGVsbG8?=")]).is_err());
+        assert!(check(json!({"region": "Hello"}), &[("Mcp-Param-Region", "=?base64?SGVs!!!bG8=?=")]).is_err());
+        assert!(check(json!({"n": 5}), &[("Mcp-Param-N", "6")]).is_err());
     }
 }

@@ -22,8 +22,9 @@ use super::passthrough::host_claim;
 use super::upstream::Wire;
 use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim, request_line};
+use crate::era::listen::{self, Filter};
 use crate::era::mrtr::{self, InputRequest};
-use crate::era::{self, LATEST_LEGACY_VERSION, META_SUBSCRIPTION_ID};
+use crate::era::{self, LATEST_LEGACY_VERSION};
 use crate::jsonrpc::error::{INTERNAL_ERROR, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
@@ -31,10 +32,7 @@ use crate::jsonrpc::message::{self, IdKey, Kind, Message};
 /// One `subscriptions/listen` of the host, served by the relay.
 struct Subscription {
     raw_id: String,
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-    uris: Vec<String>,
+    filter: Filter,
 }
 
 #[derive(Default)]
@@ -64,28 +62,13 @@ impl ModernHost {
     /// The lines a notification from the server becomes for the host's subscriptions:
     /// one per matching subscription, tagged with its id.
     fn for_subscriptions(&self, method: &str, params: Option<&Value>) -> Vec<Vec<u8>> {
-        let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
         let subscriptions = self.subscriptions.lock().expect("subscriptions lock");
         subscriptions
             .values()
-            .filter(|s| match method {
-                "notifications/tools/list_changed" => s.tools,
-                "notifications/prompts/list_changed" => s.prompts,
-                "notifications/resources/list_changed" => s.resources,
-                "notifications/resources/updated" => {
-                    uri.is_some_and(|uri| s.uris.iter().any(|u| uri.starts_with(u.as_str())))
-                }
-                _ => false,
-            })
+            .filter(|s| s.filter.wants(method, params))
             .map(|s| {
-                let mut params = params.cloned().unwrap_or_else(|| json!({}));
-                if !params.is_object() {
-                    params = json!({});
-                }
                 let subscription_id: Value = serde_json::from_str(&s.raw_id).unwrap_or(Value::Null);
-                params["_meta"] = json!({ META_SUBSCRIPTION_ID: subscription_id });
-                serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-                    .expect("JSON serializes")
+                listen::tagged(method, params, &subscription_id)
             })
             .collect()
     }
@@ -383,7 +366,7 @@ async fn drive(
 async fn park(relay: &Arc<Relay>, request: &Call, parked: ParkedCall, name: Option<&str>) {
     let question =
         json!({INPUT_KEY: {"method": parked.question.method, "params": parked.question.params}});
-    let (number, state) = relay.parked.park(parked, &request.method, name);
+    let (number, state) = relay.parked.park(parked, None, &request.method, name);
     tracing::debug!(id = %request.id, parked = number, "a legacy server asked a question during a call; parked it for the host's retry");
     let expiry = relay.clone();
     tokio::spawn(async move {
@@ -420,7 +403,7 @@ async fn resume(
     state: &str,
     name: Option<String>,
 ) -> Result<(), Failure> {
-    let Some(parked) = relay.parked.resume(state, &request.method, name.as_deref()) else {
+    let Some((_, parked)) = relay.parked.resume(state, None, &request.method, name.as_deref()) else {
         return Err(Failure {
             code: crate::jsonrpc::error::INVALID_PARAMS,
             message: "Invalid params: requestState names no call waiting for input (altered, already used, or expired after --input-timeout)".into(),
@@ -614,53 +597,20 @@ async fn listen(
         .unwrap_or_default();
     let asked = params.get("notifications").cloned().unwrap_or_default();
     let caps = initialize.get("capabilities").cloned().unwrap_or_default();
-    let flag = |key: &str, family: &str, capability: &str| {
-        asked.get(key).and_then(Value::as_bool).unwrap_or(false)
-            && caps
-                .get(family)
-                .and_then(|f| f.get(capability))
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
-    };
+    let mut filter = Filter::agreed(&asked, &caps);
     let mut uris = Vec::new();
-    if caps
-        .pointer("/resources/subscribe")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
-        for uri in asked
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if subscribe_upstream(relay, "resources/subscribe", uri).await {
-                uris.push(uri.to_owned());
-            }
+    for uri in std::mem::take(&mut filter.uris) {
+        if subscribe_upstream(relay, "resources/subscribe", &uri).await {
+            uris.push(uri);
         }
     }
+    filter.uris = uris.clone();
+    let subscription_id: Value = serde_json::from_str(&request.raw_id).unwrap_or(Value::Null);
+    let ack = listen::acknowledgement(&subscription_id, &filter);
     let subscription = Subscription {
         raw_id: request.raw_id.clone(),
-        tools: flag("toolsListChanged", "tools", "listChanged"),
-        prompts: flag("promptsListChanged", "prompts", "listChanged"),
-        resources: flag("resourcesListChanged", "resources", "listChanged"),
-        uris: uris.clone(),
+        filter,
     };
-    let mut honoured = serde_json::Map::new();
-    for (key, on) in [
-        ("toolsListChanged", subscription.tools),
-        ("promptsListChanged", subscription.prompts),
-        ("resourcesListChanged", subscription.resources),
-    ] {
-        if on {
-            honoured.insert(key.into(), true.into());
-        }
-    }
-    if !uris.is_empty() {
-        honoured.insert("resourceSubscriptions".into(), json!(uris));
-    }
-    let subscription_id: Value = serde_json::from_str(&request.raw_id).unwrap_or(Value::Null);
     relay
         .modern_host
         .subscriptions
@@ -671,25 +621,14 @@ async fn listen(
         host: &relay.modern_host,
         id: request.id.clone(),
     };
-    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-        "params": {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, "notifications": honoured}});
-    relay
-        .gate
-        .outbox()
-        .send(serde_json::to_vec(&ack).expect("JSON serializes"))
-        .await;
+    relay.gate.outbox().send(ack).await;
     relay.closing.cancelled().await;
     for uri in &uris {
         subscribe_upstream(relay, "resources/unsubscribe", uri).await;
     }
-    let end = json!({"jsonrpc": "2.0", "id": subscription_id,
-        "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION_ID: subscription_id}}});
     relay
         .gate
-        .deliver(
-            &request.id,
-            serde_json::to_vec(&end).expect("JSON serializes"),
-        )
+        .deliver(&request.id, listen::end(&subscription_id))
         .await;
     Ok(())
 }

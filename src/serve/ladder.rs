@@ -25,6 +25,7 @@ pub const MODERN_METHODS: &[&str] = &[
     "resources/read",
     "resources/templates/list",
     "completion/complete",
+    "subscriptions/listen",
 ];
 
 /// A rung that failed: the HTTP status and the JSON-RPC error.

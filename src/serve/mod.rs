@@ -3,10 +3,13 @@
 //! the HTTP side is hyper with a header-read timeout, the routes are in `routes`.
 
 mod child;
+pub mod child_era;
 pub mod guard;
 mod ladder;
 mod metrics;
+mod listen;
 mod modern;
+mod params;
 mod pool;
 mod routes;
 mod session;
@@ -57,6 +60,12 @@ pub struct ServeConfig {
     /// `--modern-clients` (or `--modern-only`): 2026-07-28 requests are served; otherwise
     /// they get the stateful-legacy 400, and a dual-era client falls back.
     pub modern_clients: bool,
+    /// `--child-era`: probe the server's era, or take it as given.
+    pub child_era: child_era::ChildEraChoice,
+    /// `--child-probe-timeout`: how long the probe waits for `server/discover`.
+    pub child_probe_timeout: Duration,
+    /// `--input-timeout`: how long a call waits parked for a client's `input_required` retry.
+    pub input_timeout: Duration,
 }
 
 /// State shared by every connection.
@@ -68,6 +77,34 @@ pub struct Gateway {
     pub metrics: metrics::Metrics,
     /// Fired at shutdown: streams end, no new sessions start.
     pub closing: CancellationToken,
+    /// The stdio server's era, probed once.
+    era: tokio::sync::OnceCell<child_era::ChildEra>,
+    /// Calls of handshake-era children waiting for a client's `input_required` retry.
+    pub parked: crate::parking::Parked<modern::ParkedCall>,
+}
+
+impl Gateway {
+    /// The stdio server's protocol era: `--child-era`, or probed on first need.
+    pub async fn child_era(&self) -> child_era::ChildEra {
+        let config = &self.config;
+        self.era
+            .get_or_init(|| async {
+                match config.child_era {
+                    child_era::ChildEraChoice::Legacy => child_era::ChildEra::Legacy,
+                    child_era::ChildEraChoice::Modern => child_era::ChildEra::Modern,
+                    child_era::ChildEraChoice::Auto => {
+                        child_era::probe(
+                            &config.command,
+                            config.max_message_size,
+                            config.child_probe_timeout,
+                        )
+                        .await
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
 }
 
 /// Runs serve mode until SIGINT or SIGTERM; returns the exit code.
@@ -98,6 +135,8 @@ pub async fn run(config: ServeConfig) -> i32 {
         config,
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),
+        era: tokio::sync::OnceCell::new(),
+        parked: crate::parking::Parked::default(),
     });
     let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();

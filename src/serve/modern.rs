@@ -1,8 +1,9 @@
-//! 2026-07-28 requests: the validation ladder, then the principal's pooled (handshake-era)
-//! backend. Each request goes to the child under a gateway id (`gw-N`) with the envelope
-//! stripped and its progress token remapped, and comes back under the client's id with
-//! `resultType`, cache hints and modern error codes. Closing the response stream cancels the
-//! call in the child.
+//! 2026-07-28 requests: the validation ladder, then the principal's pooled backend. Each
+//! request goes to the child under a gateway id (`gw-N`) with its progress token remapped
+//! (and, for a handshake-era child, the envelope stripped), and comes back under the
+//! client's id with `resultType`, cache hints and modern error codes. A handshake-era
+//! child's questions during a call become `input_required` rounds (the call stays parked
+//! until the retry). Closing the response stream cancels the call in the child.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,18 +11,22 @@ use std::sync::atomic::Ordering;
 use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::Gateway;
 use super::ladder;
-use super::pool::Unavailable;
+use super::pool::{Backend, Unavailable};
 use super::routes::{json, json_error, sse, sse_event};
 use super::session::{Conflict, Event, Session};
 use super::sessions::Refused;
-use crate::era::bridge::{answer_for_modern, discover_result};
-use crate::era::envelope;
-use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, error_response};
+use crate::era::bridge::{answer_for_modern, discover_result, modern_answer_for_modern};
+use crate::era::{
+    META_CLIENT_CAPABILITIES, META_SUBSCRIPTION_ID, MISSING_CLIENT_CAPABILITY, envelope, mrtr,
+};
+use crate::jsonrpc::error::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, error_response,
+};
 use crate::jsonrpc::message::{IdKey, Kind, Message, parse};
 
 pub async fn post(
@@ -57,7 +62,7 @@ pub async fn post(
             .body(Body::empty())
             .expect("a valid response");
     }
-    let backend = match gateway.pool.backend(gateway, principal).await {
+    let backend = match gateway.pool.backend(gateway, principal.clone()).await {
         Ok(backend) => backend,
         Err(Unavailable::Refused(Refused::Full(max))) => {
             return json_error(
@@ -79,7 +84,7 @@ pub async fn post(
             );
         }
     };
-    if method == "server/discover" {
+    if method == "server/discover" && !backend.modern {
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{}}}"#,
             discover_result(&backend.initialize)
@@ -87,19 +92,155 @@ pub async fn post(
         return json(StatusCode::OK, Bytes::from(line));
     }
     let mut params = envelope::params_object(parsed.params).unwrap_or_default();
-    envelope::strip(&mut params);
+    if method == "tools/call"
+        && let Err(mismatch) = super::params::check(gateway, &backend, &params, lookup).await
+    {
+        tracing::debug!("{mismatch}");
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            &raw_id,
+            crate::era::HEADER_MISMATCH,
+            &mismatch,
+        );
+    }
+    if method == "subscriptions/listen" && !backend.modern {
+        return super::listen::serve(gateway, &backend, &raw_id, &params).await;
+    }
+    let request = Request {
+        raw_id,
+        method: method.to_owned(),
+        name: name_of(method, &params),
+        logs: claim.log_level.is_some(),
+        capabilities: params
+            .get("_meta")
+            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or_default(),
+        token: params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned(),
+        principal,
+    };
+    if !backend.modern && mrtr::may_require_input(method) {
+        if let Some(state) = params.get("requestState") {
+            return resume(gateway, backend, request, &params, state).await;
+        }
+        // Answers to questions nobody asked: a handshake-era child would not know them.
+        params.remove("inputResponses");
+    }
+    if !backend.modern {
+        envelope::strip(&mut params);
+    }
+    match send(gateway, &backend, method, params).await {
+        Ok(flight) => respond(gateway, backend, request, flight).await,
+        Err(refusal) => refusal.response(&request.raw_id),
+    }
+}
+
+/// The tool, prompt or resource a request is about: a `requestState` is bound to it.
+fn name_of(method: &str, params: &Map<String, Value>) -> Option<String> {
+    let field = if method == "resources/read" {
+        "uri"
+    } else {
+        "name"
+    };
+    params.get(field).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// What the client asked, as far as the answer depends on it.
+struct Request {
+    raw_id: String,
+    method: String,
+    name: Option<String>,
+    /// The request asked for log lines (`logLevel`).
+    logs: bool,
+    /// The client capabilities declared in this request.
+    capabilities: Value,
+    /// The client's progress token, put back on the child's progress notifications.
+    token: Option<Value>,
+    principal: Option<String>,
+}
+
+/// A call in the child: its events, and the guard that cancels it if nobody answers.
+pub struct Flight {
+    guard: InFlight,
+    rx: mpsc::Receiver<Event>,
+}
+
+/// A call waiting for the client's `input_required` retry: the child asked `question`.
+pub struct ParkedCall {
+    flight: Flight,
+    question: Question,
+}
+
+struct Question {
+    /// Its key in `inputRequests` / `inputResponses`.
+    key: String,
+    /// The child's id for it, for the answer.
+    child_raw_id: String,
+    method: String,
+    params: Value,
+}
+
+/// Why a call could not be sent.
+enum SendRefused {
+    Full(usize),
+    Conflict,
+    Undeliverable(super::session::Undeliverable),
+}
+
+impl SendRefused {
+    fn response(&self, raw_id: &str) -> Response<Body> {
+        match self {
+            SendRefused::Full(max) => json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Too Many Requests: --max-requests-per-session ({max}) requests are in flight on this backend"
+                ),
+            ),
+            SendRefused::Conflict => json_error(
+                StatusCode::CONFLICT,
+                raw_id,
+                INVALID_REQUEST,
+                "Conflict: gateway id reused",
+            ),
+            SendRefused::Undeliverable(super::session::Undeliverable::Full) => json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                raw_id,
+                INTERNAL_ERROR,
+                "Service Unavailable: the MCP server is not reading its input (--child-queue is full); try again later",
+            ),
+            SendRefused::Undeliverable(super::session::Undeliverable::Gone) => json_error(
+                StatusCode::BAD_GATEWAY,
+                raw_id,
+                INTERNAL_ERROR,
+                "the MCP server process has exited; try again",
+            ),
+        }
+    }
+}
+
+/// Sends a request to the child under a fresh gateway id, its progress token remapped.
+async fn send(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    method: &str,
+    mut params: Map<String, Value>,
+) -> Result<Flight, SendRefused> {
     let upstream_id = gateway.pool.next_id();
     // The client's progress token is the client's: the child sees the gateway's id as the
     // token, and notifications go back with the original.
-    let original_token = params
+    let remapped = params
         .get_mut("_meta")
         .and_then(Value::as_object_mut)
-        .and_then(|meta| meta.insert("progressToken".into(), upstream_id.clone().into()));
-    if original_token.is_none()
-        && let Some(Value::Object(meta)) = params.get_mut("_meta")
-    {
-        meta.remove("progressToken");
-    }
+        .and_then(|meta| {
+            meta.get_mut("progressToken")
+                .map(|token| *token = upstream_id.clone().into())
+        })
+        .is_some();
     let line = Bytes::from(envelope::request_line(
         &serde_json::to_string(&upstream_id).expect("a string"),
         method,
@@ -107,32 +248,19 @@ pub async fn post(
     ));
     let session = backend.session.clone();
     let key = IdKey::Str(upstream_id.clone());
-    let (tx, mut rx) = mpsc::channel(64);
-    let token = original_token.as_ref().map(|_| format!("s:{upstream_id}"));
+    let (tx, rx) = mpsc::channel(64);
+    let token = remapped.then(|| format!("s:{upstream_id}"));
     match session.register(key.clone(), &line, token, tx) {
         Ok(_) => {}
         Err(Conflict::Full) => {
-            return json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                &raw_id,
-                INTERNAL_ERROR,
-                &format!(
-                    "Too Many Requests: --max-requests-per-session ({}) requests are in flight on this backend",
-                    gateway.config.max_requests_per_session
-                ),
-            );
+            return Err(SendRefused::Full(
+                gateway.config.max_requests_per_session,
+            ));
         }
-        Err(Conflict::DifferentRequest) => {
-            return json_error(
-                StatusCode::CONFLICT,
-                &raw_id,
-                INVALID_REQUEST,
-                "Conflict: gateway id reused",
-            );
-        }
+        Err(Conflict::DifferentRequest) => return Err(SendRefused::Conflict),
     }
     session.busy.fetch_add(1, Ordering::Relaxed);
-    let mut call = InFlight {
+    let mut guard = InFlight {
         session: session.clone(),
         key,
         upstream_id,
@@ -142,176 +270,418 @@ pub async fn post(
         .send_to_child(line, gateway.config.response_timeout)
         .await
     {
-        call.answered = true;
-        session.forget(&call.key);
-        return super::routes::undeliverable_response(gateway, &raw_id, &undeliverable);
+        guard.answered = true;
+        session.forget(&guard.key);
+        return Err(SendRefused::Undeliverable(undeliverable));
     }
-    let logs = claim.log_level.is_some();
-    let first = loop {
-        let event = match tokio::time::timeout(gateway.config.response_timeout, rx.recv()).await {
-            Ok(Some(event)) => event,
-            Ok(None) => Event::Failed("the backend ended".into()),
-            Err(_) => {
-                call.answered = true;
-                session.forget(&call.key);
-                return json_error(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    &raw_id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "Gateway Timeout: the MCP server did not answer within {} s (--timeout-response)",
-                        gateway.config.response_timeout.as_secs_f64()
-                    ),
-                );
+    Ok(Flight { guard, rx })
+}
+
+/// Answers the client from a call in the child: plain JSON when the first thing that comes
+/// is the answer, else an SSE stream of its notifications that ends with the answer.
+async fn respond(
+    gateway: &Arc<Gateway>,
+    backend: Arc<Backend>,
+    request: Request,
+    flight: Flight,
+) -> Response<Body> {
+    let mut call = Call {
+        gateway: gateway.clone(),
+        backend,
+        request,
+        flight: Some(flight),
+    };
+    let first = match tokio::time::timeout(gateway.config.response_timeout, call.next()).await {
+        Ok(item) => item,
+        Err(_) => {
+            if let Some(flight) = call.flight.as_mut() {
+                flight.guard.answered = true;
+                flight.guard.session.forget(&flight.guard.key);
             }
-        };
-        match translate(
-            &session,
-            event,
-            method,
-            &raw_id,
-            original_token.as_ref(),
-            logs,
-        )
-        .await
-        {
-            Some(item) => break item,
-            None => continue,
+            return json_error(
+                StatusCode::GATEWAY_TIMEOUT,
+                &call.request.raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Gateway Timeout: the MCP server did not answer within {} s (--timeout-response)",
+                    gateway.config.response_timeout.as_secs_f64()
+                ),
+            );
         }
     };
-    match first {
-        Item::Done(line) => {
-            call.answered = true;
-            json(StatusCode::OK, Bytes::from(line))
-        }
-        Item::Note(line) => {
-            let keepalive = gateway.config.keepalive;
-            let closing = gateway.closing.clone();
-            let method = method.to_owned();
-            let state = Stream {
-                call,
-                rx,
-                first: Some(line),
-                done: false,
-                raw_id,
-                method,
-                token: original_token,
-                logs,
-            };
-            let stream = futures_util::stream::unfold(state, move |mut state| {
-                let closing = closing.clone();
-                async move {
-                    if state.done {
-                        return None;
-                    }
-                    if let Some(line) = state.first.take() {
-                        return Some((
-                            Ok::<_, std::convert::Infallible>(sse_event(None, &line)),
-                            state,
-                        ));
-                    }
-                    loop {
-                        let event = tokio::select! {
-                            event = state.rx.recv() => event.unwrap_or(Event::Failed("the backend ended".into())),
-                            _ = tokio::time::sleep(keepalive) => return Some((Ok(Bytes::from_static(b": keepalive\n\n")), state)),
-                            _ = closing.cancelled() => return None,
-                        };
-                        match translate(
-                            &state.call.session,
-                            event,
-                            &state.method,
-                            &state.raw_id,
-                            state.token.as_ref(),
-                            state.logs,
-                        )
-                        .await
-                        {
-                            Some(Item::Note(line)) => {
-                                return Some((Ok(sse_event(None, &line)), state));
-                            }
-                            Some(Item::Done(line)) => {
-                                state.done = true;
-                                state.call.answered = true;
-                                return Some((Ok(sse_event(None, &line)), state));
-                            }
-                            None => continue,
-                        }
-                    }
+    let first = match first {
+        Item::Done(line, status) => return json(status, Bytes::from(line)),
+        Item::Note(line) => line,
+    };
+    let keepalive = gateway.config.keepalive;
+    let closing = gateway.closing.clone();
+    let state = (call, Some(first), false);
+    let stream = futures_util::stream::unfold(state, move |(mut call, first, done)| {
+        let closing = closing.clone();
+        async move {
+            if done {
+                return None;
+            }
+            if let Some(line) = first {
+                let event = sse_event(None, &line);
+                return Some((Ok::<_, std::convert::Infallible>(event), (call, None, false)));
+            }
+            let item = tokio::select! {
+                item = call.next() => item,
+                _ = tokio::time::sleep(keepalive) => {
+                    return Some((Ok(Bytes::from_static(b": keepalive\n\n")), (call, None, false)));
                 }
-            });
-            sse(Body::from_stream(stream))
+                _ = closing.cancelled() => return None,
+            };
+            match item {
+                Item::Note(line) => Some((Ok(sse_event(None, &line)), (call, None, false))),
+                Item::Done(line, _) => Some((Ok(sse_event(None, &line)), (call, None, true))),
+            }
         }
-    }
+    });
+    sse(Body::from_stream(stream))
 }
 
 /// What a child's event becomes for the client.
 enum Item {
     /// A notification for the request's stream.
     Note(Vec<u8>),
-    /// The answer (or the error that ends the call).
-    Done(Vec<u8>),
+    /// The last message: the answer, an `input_required` round, or the error that ends the
+    /// call, with the HTTP status it gets when it is the only message.
+    Done(Vec<u8>, StatusCode),
 }
 
-/// Translates one event; `None` for what a 2026-07-28 client must not see.
-async fn translate(
-    session: &Session,
-    event: Event,
-    method: &str,
-    raw_id: &str,
-    token: Option<&Value>,
-    logs: bool,
-) -> Option<Item> {
-    match event {
-        Event::Answer(line) => Some(Item::Done(
-            answer_for_modern(method, raw_id, &line).unwrap_or_else(|| {
-                error_response(
-                    raw_id,
-                    INTERNAL_ERROR,
-                    "the MCP server's answer is not JSON-RPC",
-                    None,
-                )
-            }),
-        )),
-        Event::Failed(why) => Some(Item::Done(error_response(
-            raw_id,
-            INTERNAL_ERROR,
-            &why,
-            None,
-        ))),
-        Event::Message(line) => {
-            let message = parse(&line).ok()?;
-            let name = message.method.as_deref().unwrap_or_default();
-            match message.kind {
-                // The server asks something: a 2026-07-28 client can only be asked through
-                // input_required, which this gateway does not offer yet; refuse it upstream.
-                Kind::Request => {
-                    let id = message.id.map_or("null", |i| i.get());
-                    let refusal = error_response(
-                        id,
-                        METHOD_NOT_FOUND,
-                        &format!(
-                            "the client speaks 2026-07-28 and cannot be asked {name} by this gateway"
-                        ),
-                        None,
-                    );
-                    // Never wait on a child that is not reading: the refusal is best effort.
-                    let _ = session.stdin.try_send(Bytes::from(refusal));
-                    None
+/// A call being answered.
+struct Call {
+    gateway: Arc<Gateway>,
+    backend: Arc<Backend>,
+    request: Request,
+    /// `None` once the call is parked.
+    flight: Option<Flight>,
+}
+
+impl Call {
+    /// The next thing for the client. Cancel-safe: nothing is awaited after an event is
+    /// taken.
+    async fn next(&mut self) -> Item {
+        loop {
+            let Some(flight) = self.flight.as_mut() else {
+                return self.failure("the call was parked");
+            };
+            let event = flight
+                .rx
+                .recv()
+                .await
+                .unwrap_or_else(|| Event::Failed("the backend ended".into()));
+            match event {
+                Event::Answer(line) => {
+                    flight.guard.answered = true;
+                    return self.answer(&line);
                 }
-                Kind::Notification if name == "notifications/progress" => {
-                    let mut value: Value = serde_json::from_slice(&line).ok()?;
-                    value["params"]["progressToken"] = token.cloned().unwrap_or(Value::Null);
-                    Some(Item::Note(
-                        serde_json::to_vec(&value).expect("JSON serializes"),
-                    ))
+                Event::Failed(why) => {
+                    flight.guard.answered = true;
+                    return self.failure(&why);
                 }
-                // Log lines only for a request that asked for them (§4.12).
-                Kind::Notification if name == "notifications/message" && logs => {
-                    Some(Item::Note(line.to_vec()))
+                Event::Message(line) => {
+                    if let Some(item) = self.on_message(&line) {
+                        return item;
+                    }
                 }
-                _ => None,
             }
         }
+    }
+
+    fn failure(&self, why: &str) -> Item {
+        Item::Done(
+            error_response(&self.request.raw_id, INTERNAL_ERROR, why, None),
+            StatusCode::OK,
+        )
+    }
+
+    fn answer(&self, line: &[u8]) -> Item {
+        let raw_id = &self.request.raw_id;
+        let reanswer = if self.backend.modern {
+            modern_answer_for_modern
+        } else {
+            answer_for_modern
+        };
+        let Some(mut answer) = reanswer(&self.request.method, raw_id, line) else {
+            return self.failure("the MCP server's answer is not JSON-RPC");
+        };
+        if self.request.method == "subscriptions/listen" {
+            answer = retag_listen(&answer, raw_id, true).unwrap_or(answer);
+        }
+        let status = status_for(&answer);
+        Item::Done(answer, status)
+    }
+
+    /// A notification or request of the child's during the call.
+    fn on_message(&mut self, line: &[u8]) -> Option<Item> {
+        let message = parse(line).ok()?;
+        let name = message.method.as_deref().unwrap_or_default();
+        match message.kind {
+            Kind::Request => self.on_question(&message, name),
+            Kind::Notification if name == "notifications/progress" => {
+                // No token, no progress: the client did not ask for it.
+                let token = self.request.token.clone()?;
+                let mut value: Value = serde_json::from_slice(line).ok()?;
+                value["params"]["progressToken"] = token;
+                Some(Item::Note(
+                    serde_json::to_vec(&value).expect("JSON serializes"),
+                ))
+            }
+            // Log lines only for a request that asked for them (§4.12).
+            Kind::Notification if name == "notifications/message" => {
+                self.request.logs.then(|| Item::Note(line.to_vec()))
+            }
+            // A 2026-07-28 child's listen stream: retagged with the client's listen id.
+            Kind::Notification if self.request.method == "subscriptions/listen" => {
+                retag_listen(line, &self.request.raw_id, false).map(Item::Note)
+            }
+            _ => None,
+        }
+    }
+
+    /// The child asks something. A handshake-era child's elicitation, sampling or roots
+    /// request during a call that may need input becomes an `input_required` round if the
+    /// client declared the capability, and a `-32021` otherwise; anything else is refused.
+    fn on_question(&mut self, message: &Message<'_>, name: &str) -> Option<Item> {
+        let session = self.backend.session.clone();
+        let child_raw_id = message.id.map_or("null", |i| i.get()).to_owned();
+        // Whatever happens below, this call's question is answered unless it is parked.
+        if let Some(flight) = self.flight.as_ref() {
+            session.answered_question(&flight.guard.key);
+        }
+        if name == "ping" {
+            let pong = format!(r#"{{"jsonrpc":"2.0","id":{child_raw_id},"result":{{}}}}"#);
+            let _ = session.stdin.try_send(Bytes::from(pong));
+            return None;
+        }
+        let params: Value = message
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| json!({}));
+        let required = mrtr::required_capability(name, &params)
+            .filter(|_| !self.backend.modern && mrtr::may_require_input(&self.request.method));
+        let Some(required) = required else {
+            refuse(
+                &session,
+                &child_raw_id,
+                METHOD_NOT_FOUND,
+                &format!("the client speaks 2026-07-28 and cannot be asked {name} here"),
+            );
+            return None;
+        };
+        let question = mrtr::InputRequest {
+            key: String::new(),
+            method: name.to_owned(),
+            params,
+        };
+        if !mrtr::host_can_answer(&self.request.capabilities, &question) {
+            refuse(
+                &session,
+                &child_raw_id,
+                INVALID_REQUEST,
+                &format!("the client did not declare the capability {name} needs"),
+            );
+            // The child's call is cancelled as the guard drops unanswered.
+            return Some(Item::Done(
+                error_response(
+                    &self.request.raw_id,
+                    MISSING_CLIENT_CAPABILITY,
+                    &format!(
+                        "Missing required client capability: this call needs {required}, which the request's clientCapabilities do not declare"
+                    ),
+                    Some(json!({ "requiredCapabilities": required })),
+                ),
+                StatusCode::BAD_REQUEST,
+            ));
+        }
+        let flight = self.flight.take().expect("the call is in flight");
+        // Parked, it waits for the answer: it cannot be the one asking anything else.
+        session.asking(&flight.guard.key);
+        let question = Question {
+            key: input_key(name).to_owned(),
+            child_raw_id,
+            method: question.method,
+            params: question.params,
+        };
+        Some(Item::Done(
+            park(
+                &self.gateway,
+                &self.request,
+                ParkedCall { flight, question },
+            ),
+            StatusCode::OK,
+        ))
+    }
+}
+
+/// The key a question of `method` gets in `inputRequests`.
+fn input_key(method: &str) -> &'static str {
+    match method {
+        "elicitation/create" => "elicitation",
+        "sampling/createMessage" => "sampling",
+        _ => "roots",
+    }
+}
+
+/// Parks a call and returns the `input_required` answer that asks its question. An
+/// unanswered park expires after `--input-timeout`: the child's question is refused and its
+/// call cancelled.
+fn park(gateway: &Arc<Gateway>, request: &Request, call: ParkedCall) -> Vec<u8> {
+    let asked = json!({ call.question.key.clone(): {
+        "method": call.question.method,
+        "params": call.question.params,
+    }});
+    let (number, state) = gateway.parked.park(
+        call,
+        request.principal.clone(),
+        &request.method,
+        request.name.as_deref(),
+    );
+    let expiry = gateway.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(expiry.config.input_timeout).await;
+        if let Some(call) = expiry.parked.expire(number) {
+            tracing::info!(
+                timeout_s = expiry.config.input_timeout.as_secs_f64(),
+                "an input_required round was not answered within --input-timeout; the call is cancelled"
+            );
+            refuse(
+                &call.flight.guard.session,
+                &call.question.child_raw_id,
+                INTERNAL_ERROR,
+                "the client did not answer within --input-timeout",
+            );
+        }
+    });
+    input_required(&request.raw_id, &asked, &state)
+}
+
+fn input_required(raw_id: &str, asked: &Value, state: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{{"resultType":"input_required","inputRequests":{asked},"requestState":{}}}}}"#,
+        Value::from(state)
+    )
+    .into_bytes()
+}
+
+/// A retry carrying `requestState`: the parked call it names gets the client's answer to
+/// its question and goes on.
+async fn resume(
+    gateway: &Arc<Gateway>,
+    backend: Arc<Backend>,
+    request: Request,
+    params: &Map<String, Value>,
+    state: &Value,
+) -> Response<Body> {
+    let invalid = |message: &str| {
+        json_error(
+            StatusCode::BAD_REQUEST,
+            &request.raw_id,
+            INVALID_PARAMS,
+            message,
+        )
+    };
+    let resumed = state.as_str().and_then(|state| {
+        gateway.parked.resume(
+            state,
+            request.principal.as_deref(),
+            &request.method,
+            request.name.as_deref(),
+        )
+    });
+    let Some((number, parked)) = resumed else {
+        return invalid(
+            "requestState is not valid: it was altered, has expired or was already used, or belongs to another call; call again without it",
+        );
+    };
+    if !Arc::ptr_eq(&parked.flight.guard.session, &backend.session)
+        || backend.session.ended.is_cancelled()
+    {
+        return invalid(
+            "the MCP server restarted while waiting for your input; call again without requestState",
+        );
+    }
+    let key = parked.question.key.clone();
+    let response = match params.get("inputResponses") {
+        Some(Value::Object(responses)) => responses.get(&key).cloned(),
+        _ => {
+            gateway
+                .parked
+                .put_back(number, parked, request.principal.clone());
+            return invalid(&format!(
+                "inputResponses must be an object keyed like inputRequests (here: \"{key}\")"
+            ));
+        }
+    };
+    let Some(response) = response else {
+        // Not answered: ask again, under the same state.
+        let asked = json!({ key: {"method": parked.question.method, "params": parked.question.params}});
+        gateway
+            .parked
+            .put_back(number, parked, request.principal.clone());
+        let line = input_required(&request.raw_id, &asked, state.as_str().unwrap_or_default());
+        return json(StatusCode::OK, Bytes::from(line));
+    };
+    if !response.is_object() {
+        let method = parked.question.method.clone();
+        gateway
+            .parked
+            .put_back(number, parked, request.principal.clone());
+        return invalid(&format!(
+            "inputResponses.{key} must be the result object of {method}"
+        ));
+    }
+    let answer = json!({"jsonrpc": "2.0", "id": Value::Null, "result": response});
+    let answer = answer
+        .to_string()
+        .replacen("\"id\":null", &format!("\"id\":{}", parked.question.child_raw_id), 1);
+    backend.session.answered_question(&parked.flight.guard.key);
+    if let Err(undeliverable) = backend
+        .session
+        .send_to_child(Bytes::from(answer), gateway.config.response_timeout)
+        .await
+    {
+        return SendRefused::Undeliverable(undeliverable).response(&request.raw_id);
+    }
+    respond(gateway, backend, request, parked.flight).await
+}
+
+/// Answers a child's request with an error (best effort: never wait on a child that is not
+/// reading).
+fn refuse(session: &Session, child_raw_id: &str, code: i64, message: &str) {
+    let refusal = error_response(child_raw_id, code, message, None);
+    let _ = session.stdin.try_send(Bytes::from(refusal));
+}
+
+/// A 2026-07-28 child's listen message with the client's listen id as its subscription id
+/// (and, for the result, its JSON-RPC id already is the client's).
+fn retag_listen(line: &[u8], client_raw_id: &str, result: bool) -> Option<Vec<u8>> {
+    let mut value: Value = serde_json::from_slice(line).ok()?;
+    let id: Value = serde_json::from_str(client_raw_id).ok()?;
+    let field = if result { "result" } else { "params" };
+    let meta = value
+        .get_mut(field)?
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(META_SUBSCRIPTION_ID.into(), id);
+    }
+    Some(serde_json::to_vec(&value).expect("JSON serializes"))
+}
+
+/// The HTTP status a lone answer gets: the statuses §4.16 gives these errors.
+fn status_for(answer: &[u8]) -> StatusCode {
+    let code = serde_json::from_slice::<Value>(answer)
+        .ok()
+        .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64));
+    match code {
+        Some(-32022..=-32020) => StatusCode::BAD_REQUEST,
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
     }
 }
 
@@ -334,17 +704,6 @@ impl Drop for InFlight {
         self.session.forget(&self.key);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": self.upstream_id, "reason": "the client closed the stream"}});
         let _ = self.session.stdin.try_send(Bytes::from(cancel.to_string()));
-        tracing::debug!(id = %self.upstream_id, "a 2026-07-28 client closed its stream; cancelled in the child");
+        tracing::debug!(id = %self.upstream_id, "a 2026-07-28 client's call ended unanswered; cancelled in the child");
     }
-}
-
-struct Stream {
-    call: InFlight,
-    rx: mpsc::Receiver<Event>,
-    first: Option<Vec<u8>>,
-    done: bool,
-    raw_id: String,
-    method: String,
-    token: Option<Value>,
-    logs: bool,
 }

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
 use super::Gateway;
+use super::child_era::ChildEra;
+use super::params::ToolCache;
 use super::session::{Event, Session};
 use super::sessions::Refused;
 use crate::era::{LATEST_LEGACY_VERSION, relay_info};
@@ -21,8 +23,16 @@ use crate::jsonrpc::message::IdKey;
 /// A pooled child and what its handshake told us.
 pub struct Backend {
     pub session: Arc<Session>,
-    /// The child's `initialize` result: `server/discover` is answered from it.
+    /// The child's `initialize` result (`server/discover` is answered from it); `Null`
+    /// for a 2026-07-28 child, which answers `server/discover` itself.
     pub initialize: Value,
+    /// A 2026-07-28 child: requests keep their envelope and `input_required` is its own.
+    pub modern: bool,
+    /// `x-mcp-header` parameters by tool, from the child's `tools/list` (filled on first
+    /// use, dropped when the child says its tools changed).
+    pub tool_headers: tokio::sync::Mutex<super::params::ToolCache>,
+    /// Listens per resource URI the child is subscribed to (for `subscriptions/listen`).
+    pub resource_listeners: Mutex<HashMap<String, usize>>,
 }
 
 /// A principal's backend, started at most once (concurrent first requests wait for it).
@@ -82,21 +92,33 @@ impl Pool {
     }
 }
 
-/// Spawns a child for `principal` and runs its handshake, declaring no client capability
-/// (the gateway never asks a 2026-07-28 client anything outside a call).
+/// Spawns a child for `principal`; a handshake-era child also gets its handshake, declaring
+/// what the gateway can ask a 2026-07-28 client in an `input_required` round (each request
+/// is still checked against the capabilities that client declared in it).
 async fn start(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
     id: String,
 ) -> Result<Arc<Backend>, Unavailable> {
+    let era = gateway.child_era().await;
     let session = gateway
         .sessions
         .create(gateway, principal, true)
         .map_err(Unavailable::Refused)?;
+    if matches!(era, ChildEra::Modern) {
+        tracing::info!(session = %super::sessions::short(&session.id), "pooled 2026-07-28 backend ready");
+        return Ok(Arc::new(Backend {
+            tool_headers: ToolCache::new(session.changes.subscribe()).into(),
+            session,
+            initialize: Value::Null,
+            modern: true,
+            resource_listeners: Default::default(),
+        }));
+    }
     let (tx, mut rx) = mpsc::channel(8);
     let request = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
         "protocolVersion": LATEST_LEGACY_VERSION,
-        "capabilities": {},
+        "capabilities": {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
         "clientInfo": relay_info(),
     }});
     let line = Bytes::from(request.to_string());
@@ -148,7 +170,10 @@ async fn start(
         .await;
     tracing::info!(session = %super::sessions::short(&session.id), "pooled backend ready for 2026-07-28 clients");
     Ok(Arc::new(Backend {
+        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
         session,
         initialize: result,
+        modern: false,
+        resource_listeners: Default::default(),
     }))
 }

@@ -9,12 +9,17 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::child::Output;
 use crate::jsonrpc::message::{self, IdKey, Kind};
+
+/// Change notifications kept for a slow `subscriptions/listen` stream; one that falls
+/// further behind is told to resync.
+const CHANGES_BUFFER: usize = 64;
 
 /// What a waiting request hears.
 #[derive(Debug, Clone)]
@@ -34,6 +39,9 @@ struct Pending {
     waiters: Vec<mpsc::Sender<Event>>,
     /// `params._meta.progressToken`, as raw JSON text.
     progress: Option<String>,
+    /// The child asked this call something and waits for the answer: it cannot be the
+    /// one asking anything else.
+    asking: bool,
 }
 
 /// Why a message could not be handed to the child.
@@ -84,6 +92,9 @@ pub struct Session {
     dropped_events: AtomicU64,
     /// A pooled backend for 2026-07-28 clients: never reachable by a session id.
     pub pooled: bool,
+    /// A pooled backend's list-changed and resource-updated notifications, for the
+    /// gateway's `subscriptions/listen` streams.
+    pub changes: broadcast::Sender<Bytes>,
 }
 
 impl Session {
@@ -115,6 +126,7 @@ impl Session {
             created: Instant::now(),
             dropped_events: AtomicU64::new(0),
             pooled,
+            changes: broadcast::channel(CHANGES_BUFFER).0,
         }
     }
 
@@ -167,12 +179,29 @@ impl Session {
                 body: body.clone(),
                 waiters: vec![waiter],
                 progress,
+                asking: false,
             },
         );
         Ok(true)
     }
 
     /// Stops waiting for `id` (the client gave up, or the answer never came in time).
+    /// The child's question to call `id` was answered: the call may ask again.
+    pub fn answered_question(&self, id: &IdKey) {
+        self.set_asking(id, false);
+    }
+
+    /// Call `id` waits for the answer to the child's question.
+    pub fn asking(&self, id: &IdKey) {
+        self.set_asking(id, true);
+    }
+
+    fn set_asking(&self, id: &IdKey, asking: bool) {
+        if let Some(pending) = self.pending.lock().expect("session lock").get_mut(id) {
+            pending.asking = asking;
+        }
+    }
+
     pub fn forget(&self, id: &IdKey) {
         self.pending.lock().expect("session lock").remove(id);
     }
@@ -227,6 +256,49 @@ impl Session {
                         self.push_outbound(one_line);
                     }
                 }
+            }
+            Kind::Notification
+                if self.pooled
+                    && let Some(listen) = subscription_of(parsed.params) =>
+            {
+                // A 2026-07-28 child's listen stream: it goes to the listen it names.
+                let pending = self.pending.lock().expect("session lock");
+                if let Some(p) = pending.get(&listen) {
+                    send_all(&p.waiters, Event::Message(one_line));
+                }
+            }
+            Kind::Notification
+                if self.pooled
+                    && parsed
+                        .method
+                        .as_deref()
+                        .is_some_and(crate::era::bridge::is_change_notification) =>
+            {
+                // Nobody may be listening: then there is nothing to do.
+                let _ = self.changes.send(one_line);
+            }
+            Kind::Request if self.pooled => {
+                // A pooled child serves many calls at once, and a handshake-era server's
+                // request names none of them. A call already waiting for an answer cannot
+                // be asking, so the request is the call's if only one other call runs;
+                // asking one client another client's question would be worse than refusing.
+                let mut pending = self.pending.lock().expect("session lock");
+                let mut free = pending.values_mut().filter(|p| !p.asking);
+                if let (Some(only), None) = (free.next(), free.next()) {
+                    only.asking = true;
+                    send_all(&only.waiters, Event::Message(one_line));
+                    return;
+                }
+                drop(pending);
+                let id = parsed.id.map_or("null", |i| i.get());
+                let refusal = crate::jsonrpc::error::error_response(
+                    id,
+                    crate::jsonrpc::error::INTERNAL_ERROR,
+                    "the gateway cannot tell which of several calls in progress this request belongs to; ask while one call runs",
+                    None,
+                );
+                tracing::warn!(session = %self.id, "the server asked something while several calls were in progress; refused");
+                let _ = self.stdin.try_send(Bytes::from(refusal));
             }
             _ => {
                 // A request of the server's, or a notification with no token to place it:
@@ -350,6 +422,14 @@ pub fn request_progress_token(params: Option<&RawValue>) -> Option<String> {
     }
     let params: Params<'_> = serde_json::from_str(params?.get()).ok()?;
     Some(normalize_token(params.meta?.token?.get()))
+}
+
+/// `params._meta["io.modelcontextprotocol/subscriptionId"]` of a notification, as the key
+/// its listen request was registered under.
+fn subscription_of(params: Option<&RawValue>) -> Option<IdKey> {
+    let params: Value = serde_json::from_str(params?.get()).ok()?;
+    let id = params.get("_meta")?.get(crate::era::META_SUBSCRIPTION_ID)?;
+    IdKey::from_raw(&serde_json::value::to_raw_value(id).ok()?)
 }
 
 /// Tokens compare by value: `"a"` and `"\u0061"` are the same string token.

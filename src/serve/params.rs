@@ -1,0 +1,155 @@
+//! `Mcp-Param-*` headers of a 2026-07-28 `tools/call`, checked against the tool's
+//! `x-mcp-header` annotations (SEP-2243). A stdio child never sees HTTP headers, so the
+//! gateway checks them: it learns the annotations from the child's `tools/list` once and
+//! forgets them when the child says its tools changed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use super::Gateway;
+use super::pool::Backend;
+use super::session::Event;
+use crate::era::tools::{ParamHeader, check_values, param_headers};
+use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
+use crate::jsonrpc::message::IdKey;
+
+/// Annotated parameters by tool name.
+type ToolHeaders = HashMap<String, Vec<ParamHeader>>;
+
+/// What a backend knows of its child's tools' annotations.
+pub struct ToolCache {
+    known: Option<ToolHeaders>,
+    /// The child's change notifications: a `tools/list_changed` makes the cache stale.
+    changes: broadcast::Receiver<Bytes>,
+}
+
+impl ToolCache {
+    pub fn new(changes: broadcast::Receiver<Bytes>) -> Self {
+        Self {
+            known: None,
+            changes,
+        }
+    }
+
+    /// Whether the child said its tools changed since the last look (or said so much that
+    /// some of it was missed).
+    fn stale(&mut self) -> bool {
+        let mut stale = self.known.is_none();
+        loop {
+            match self.changes.try_recv() {
+                Ok(line) => {
+                    stale |= memchr::memmem::find(&line, b"notifications/tools/list_changed")
+                        .is_some();
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => stale = true,
+                Err(_) => return stale,
+            }
+        }
+    }
+}
+
+/// Pages of `tools/list` read at most: a child that pages forever is not followed.
+const MAX_PAGES: usize = 32;
+
+/// Checks the call's headers; `Err` says which header is wrong and why.
+pub async fn check(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    params: &Map<String, Value>,
+    header: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let Some(tool) = params.get("name").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let mut cache = backend.tool_headers.lock().await;
+    if cache.stale() {
+        cache.known = Some(list(gateway, backend).await);
+    }
+    let Some(declared) = cache.known.as_ref().and_then(|k| k.get(tool)) else {
+        return Ok(());
+    };
+    check_values(declared, params.get("arguments"), header)
+}
+
+/// The child's tools' annotations (a tool whose annotations break the rules has none).
+async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> ToolHeaders {
+    let mut found = ToolHeaders::new();
+    let mut cursor: Option<Value> = None;
+    for _ in 0..MAX_PAGES {
+        let mut params = Map::new();
+        if backend.modern {
+            params.insert(
+                "_meta".into(),
+                json!({META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}),
+            );
+        }
+        if let Some(cursor) = cursor.take() {
+            params.insert("cursor".into(), cursor);
+        }
+        let Some(result) = ask(gateway, backend, "tools/list", params).await else {
+            break;
+        };
+        for tool in result
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(name), Some(schema)) = (
+                tool.get("name").and_then(Value::as_str),
+                tool.get("inputSchema"),
+            ) else {
+                continue;
+            };
+            if let Ok(headers) = param_headers(schema)
+                && !headers.is_empty()
+            {
+                found.insert(name.to_owned(), headers);
+            }
+        }
+        match result.get("nextCursor") {
+            Some(next) if !next.is_null() => cursor = Some(next.clone()),
+            _ => break,
+        }
+    }
+    found
+}
+
+/// One request of the gateway's own to the child; its result, if it gave one in time.
+pub async fn ask(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    method: &str,
+    params: Map<String, Value>,
+) -> Option<Value> {
+    let id = gateway.pool.next_id();
+    let line = Bytes::from(crate::era::envelope::request_line(
+        &serde_json::to_string(&id).expect("a string"),
+        method,
+        &params,
+    ));
+    let key = IdKey::Str(id);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    backend.session.register(key.clone(), &line, None, tx).ok()?;
+    let timeout = gateway.config.response_timeout;
+    let answered = async {
+        backend.session.send_to_child(line, timeout).await.ok()?;
+        loop {
+            match rx.recv().await? {
+                Event::Answer(answer) => {
+                    let mut value: Value = serde_json::from_slice(&answer).ok()?;
+                    return value.get_mut("result").map(Value::take);
+                }
+                Event::Message(_) => continue,
+                Event::Failed(_) => return None,
+            }
+        }
+    };
+    let result = tokio::time::timeout(timeout, answered).await.ok().flatten();
+    backend.session.forget(&key);
+    result
+}
