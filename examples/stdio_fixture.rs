@@ -67,6 +67,13 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             "serverInfo": {"name": "stdio-fixture", "version": "1"}
         }),
         "ping" => json!({}),
+        // FIXTURE_ERA=modern: a 2026-07-28 server (it answers the era probe).
+        "server/discover" if std::env::var("FIXTURE_ERA").as_deref() == Ok("modern") => json!({
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "modern-fixture", "version": "1"}
+        }),
         "tools/list" => json!({"tools": [
             {"name": "echo", "inputSchema": {"type": "object"}},
             {"name": "slow", "inputSchema": {"type": "object"}},
@@ -75,7 +82,10 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             {"name": "announce", "inputSchema": {"type": "object"}},
             {"name": "crash", "inputSchema": {"type": "object"}},
             {"name": "grandchild", "inputSchema": {"type": "object"}},
-            {"name": "whoami", "inputSchema": {"type": "object"}}
+            {"name": "whoami", "inputSchema": {"type": "object"}},
+            {"name": "meta", "inputSchema": {"type": "object"}},
+            {"name": "region", "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}}}
         ]}),
         "tools/call" => {
             let arguments = &params["arguments"];
@@ -133,6 +143,14 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                     text(child.id().to_string())
                 }
                 "whoami" => text(std::process::id().to_string()),
+                // The envelope as the server received it.
+                "meta" => text(
+                    params["_meta"]["io.modelcontextprotocol/protocolVersion"]
+                        .as_str()
+                        .unwrap_or("none")
+                        .to_owned(),
+                ),
+                "region" => text(arguments["region"].as_str().unwrap_or_default().to_owned()),
                 _ => {
                     send(
                         out,

@@ -103,16 +103,36 @@ mod tests {
     fn a_state_resumes_its_call_once_and_only_for_its_principal() {
         let parked = Parked::default();
         let (_, state) = parked.park("call", Some("alice".into()), "tools/call", Some("t"));
-        assert!(parked.resume(&state, Some("bob"), "tools/call", Some("t")).is_none());
-        assert!(parked.resume(&state, None, "tools/call", Some("t")).is_none());
-        assert!(parked.resume(&state, Some("alice"), "prompts/get", Some("t")).is_none());
+        assert!(
+            parked
+                .resume(&state, Some("bob"), "tools/call", Some("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .resume(&state, None, "tools/call", Some("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .resume(&state, Some("alice"), "prompts/get", Some("t"))
+                .is_none()
+        );
         let tampered = format!("{state}x");
-        assert!(parked.resume(&tampered, Some("alice"), "tools/call", Some("t")).is_none());
+        assert!(
+            parked
+                .resume(&tampered, Some("alice"), "tools/call", Some("t"))
+                .is_none()
+        );
         assert_eq!(parked.count(), 1);
         let (_, call) = parked
             .resume(&state, Some("alice"), "tools/call", Some("t"))
             .expect("the owner resumes it");
         assert_eq!(call, "call");
-        assert!(parked.resume(&state, Some("alice"), "tools/call", Some("t")).is_none());
+        assert!(
+            parked
+                .resume(&state, Some("alice"), "tools/call", Some("t"))
+                .is_none()
+        );
     }
 }

@@ -148,10 +148,7 @@ mod tests {
         assert_eq!(value["params"]["_meta"][META_SUBSCRIPTION_ID], 7);
         let ack: Value =
             serde_json::from_slice(&acknowledgement(&json!("l-1"), &Filter::default())).unwrap();
-        assert_eq!(
-            ack["params"]["_meta"][META_SUBSCRIPTION_ID],
-            json!("l-1")
-        );
+        assert_eq!(ack["params"]["_meta"][META_SUBSCRIPTION_ID], json!("l-1"));
         assert_eq!(ack["params"]["notifications"], json!({}));
     }
 }

@@ -396,9 +396,24 @@ mod server_checks {
 
     #[test]
     fn matching_headers_pass_in_plain_and_base64_forms() {
-        assert_eq!(check(json!({"region": "Hello", "n": 4.0}), &[("Mcp-Param-Region", "=?base64?SGVsbG8=?="), ("Mcp-Param-N", "4")]), Ok(()));
+        assert_eq!(
+            check(
+                json!({"region": "Hello", "n": 4.0}),
+                &[
+                    ("Mcp-Param-Region", "=?base64?SGVsbG8=?="),
+                    ("Mcp-Param-N", "4")
+                ]
+            ),
+            Ok(())
+        );
         // Without the full sentinel the value is literal.
-        assert_eq!(check(json!({"region": "=?base64?SGVsbG8="}), &[("Mcp-Param-Region", "=?base64?SGVsbG8=")]), Ok(()));
+        assert_eq!(
+            check(
+                json!({"region": "=?base64?SGVsbG8="}),
+                &[("Mcp-Param-Region", "=?base64?SGVsbG8=")]
+            ),
+            Ok(())
+        );
         assert_eq!(check(json!({}), &[]), Ok(()));
     }
 
@@ -409,8 +424,20 @@ mod server_checks {
         let mismatch = check(json!({"region": "eu"}), &[("Mcp-Param-Region", "us")]).unwrap_err();
         assert!(mismatch.contains("says \"us\""), "{mismatch}");
         assert!(check(json!({}), &[("Mcp-Param-Region", "us")]).is_err());
-        assert!(check(json!({"region": "Hello"}), &[("Mcp-Param-Region", "=?base64?SGVsbG8?=")]).is_err());
-        assert!(check(json!({"region": "Hello"}), &[("Mcp-Param-Region", "=?base64?SGVs!!!bG8=?=")]).is_err());
+        assert!(
+            check(
+                json!({"region": "Hello"}),
+                &[("Mcp-Param-Region", "=?base64?SGVsbG8?=")]
+            )
+            .is_err()
+        );
+        assert!(
+            check(
+                json!({"region": "Hello"}),
+                &[("Mcp-Param-Region", "=?base64?SGVs!!!bG8=?=")]
+            )
+            .is_err()
+        );
         assert!(check(json!({"n": 5}), &[("Mcp-Param-N", "6")]).is_err());
     }
 }

@@ -403,7 +403,10 @@ async fn resume(
     state: &str,
     name: Option<String>,
 ) -> Result<(), Failure> {
-    let Some((_, parked)) = relay.parked.resume(state, None, &request.method, name.as_deref()) else {
+    let Some((_, parked)) = relay
+        .parked
+        .resume(state, None, &request.method, name.as_deref())
+    else {
         return Err(Failure {
             code: crate::jsonrpc::error::INVALID_PARAMS,
             message: "Invalid params: requestState names no call waiting for input (altered, already used, or expired after --input-timeout)".into(),

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::child::{Child, Output};
 use crate::era::probe::{Verdict, classify};
 use crate::era::{
-    MODERN_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, relay_info,
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN_VERSION, relay_info,
 };
 
 /// The era the gateway talks to its children in.
@@ -42,7 +42,9 @@ pub async fn probe(command: &[String], max_line: usize, timeout: Duration) -> Ch
     let child = match Child::spawn(command, "era-probe", max_line, 8, tx) {
         Ok(child) => child,
         Err(e) => {
-            tracing::warn!("the era probe could not start the server ({e}); assuming the handshake era");
+            tracing::warn!(
+                "the era probe could not start the server ({e}); assuming the handshake era"
+            );
             return ChildEra::Legacy;
         }
     };

@@ -74,7 +74,10 @@ pub async fn serve(
                 return None;
             }
             if let Some(ack) = state.first.take() {
-                return Some((Ok::<_, std::convert::Infallible>(sse_event(None, &ack)), state));
+                return Some((
+                    Ok::<_, std::convert::Infallible>(sse_event(None, &ack)),
+                    state,
+                ));
             }
             loop {
                 let line = tokio::select! {
@@ -100,7 +103,10 @@ pub async fn serve(
                     // Missed notifications: end without the result, so the client
                     // re-listens and refetches what it caches.
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "a subscriptions/listen stream fell behind; ending it so the client resyncs");
+                        tracing::warn!(
+                            missed,
+                            "a subscriptions/listen stream fell behind; ending it so the client resyncs"
+                        );
                         return None;
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
@@ -144,12 +150,17 @@ impl Subscribed {
     /// Subscribes the child to `uri` unless another listen already did.
     async fn add(&mut self, uri: &str) -> bool {
         let first = {
-            let mut counts = self.backend.resource_listeners.lock().expect("listeners lock");
+            let mut counts = self
+                .backend
+                .resource_listeners
+                .lock()
+                .expect("listeners lock");
             let count = counts.entry(uri.to_owned()).or_default();
             *count += 1;
             *count == 1
         };
-        let ok = !first || subscribe(&self.gateway, &self.backend, "resources/subscribe", uri).await;
+        let ok =
+            !first || subscribe(&self.gateway, &self.backend, "resources/subscribe", uri).await;
         if ok {
             self.uris.push(uri.to_owned());
         } else {

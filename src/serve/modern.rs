@@ -253,9 +253,7 @@ async fn send(
     match session.register(key.clone(), &line, token, tx) {
         Ok(_) => {}
         Err(Conflict::Full) => {
-            return Err(SendRefused::Full(
-                gateway.config.max_requests_per_session,
-            ));
+            return Err(SendRefused::Full(gateway.config.max_requests_per_session));
         }
         Err(Conflict::DifferentRequest) => return Err(SendRefused::Conflict),
     }
@@ -324,7 +322,10 @@ async fn respond(
             }
             if let Some(line) = first {
                 let event = sse_event(None, &line);
-                return Some((Ok::<_, std::convert::Infallible>(event), (call, None, false)));
+                return Some((
+                    Ok::<_, std::convert::Infallible>(event),
+                    (call, None, false),
+                ));
             }
             let item = tokio::select! {
                 item = call.next() => item,
@@ -618,7 +619,8 @@ async fn resume(
     };
     let Some(response) = response else {
         // Not answered: ask again, under the same state.
-        let asked = json!({ key: {"method": parked.question.method, "params": parked.question.params}});
+        let asked =
+            json!({ key: {"method": parked.question.method, "params": parked.question.params}});
         gateway
             .parked
             .put_back(number, parked, request.principal.clone());
@@ -635,9 +637,11 @@ async fn resume(
         ));
     }
     let answer = json!({"jsonrpc": "2.0", "id": Value::Null, "result": response});
-    let answer = answer
-        .to_string()
-        .replacen("\"id\":null", &format!("\"id\":{}", parked.question.child_raw_id), 1);
+    let answer = answer.to_string().replacen(
+        "\"id\":null",
+        &format!("\"id\":{}", parked.question.child_raw_id),
+        1,
+    );
     backend.session.answered_question(&parked.flight.guard.key);
     if let Err(undeliverable) = backend
         .session

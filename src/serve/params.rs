@@ -42,8 +42,8 @@ impl ToolCache {
         loop {
             match self.changes.try_recv() {
                 Ok(line) => {
-                    stale |= memchr::memmem::find(&line, b"notifications/tools/list_changed")
-                        .is_some();
+                    stale |=
+                        memchr::memmem::find(&line, b"notifications/tools/list_changed").is_some();
                 }
                 Err(broadcast::error::TryRecvError::Lagged(_)) => stale = true,
                 Err(_) => return stale,
@@ -134,7 +134,10 @@ pub async fn ask(
     ));
     let key = IdKey::Str(id);
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-    backend.session.register(key.clone(), &line, None, tx).ok()?;
+    backend
+        .session
+        .register(key.clone(), &line, None, tx)
+        .ok()?;
     let timeout = gateway.config.response_timeout;
     let answered = async {
         backend.session.send_to_child(line, timeout).await.ok()?;

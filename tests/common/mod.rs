@@ -15,6 +15,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Notify;
 
+pub mod serve;
+
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
 /// One request the fake upstream received.
