@@ -1,4 +1,4 @@
-"""2026-07-28 clients through `mcp-stdio serve --modern-clients`: the Python SDK client (mcp 2.3.0) in
+"""2026-07-28 clients through `mcp-stdio serve`: the Python SDK client (mcp 2.3.0) in
 `mode="2026-07-28"` and `mode="auto"`, against a handshake-era child (server-everything), the
 Python SDK's own dual-era stdio server, and the built-in sandbox; and 16 and 64 calls in
 flight with zero errors."""

@@ -2,11 +2,16 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S]
+Usage: scripts/bench/serve-run [--seconds S] [--modern]
 
 Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
 `--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
 wrk (one thread, a Lua script giving every request its own id) on one session.
+
+With --modern the load is 2026-07-28 clients (no session: the per-request envelope and the
+routing headers) for the two gateways that serve them (this one and the Python tool), and
+handshake-era sessions for the peers that cannot (supergateway, mcp-proxy): each peer
+gets the best it can do.
 """
 
 import argparse
@@ -35,6 +40,27 @@ request = function()
   return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["Mcp-Session-Id"] = os.getenv("SESSION")}, body)
 end
 """
+
+MODERN_WRK_SCRIPT = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["MCP-Protocol-Version"] = "2026-07-28", ["Mcp-Method"] = "tools/call", ["Mcp-Name"] = "echo"}, body)
+end
+"""
+MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+MODERN_HEADERS = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+
+
+def check_modern(url: str) -> None:
+    """One 2026-07-28 call must come back as its result: wrk counts only HTTP statuses."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **MODERN_HEADERS}
+    request = urllib.request.Request(url, data=json.dumps(MODERN_CALL).encode(), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+    if '"result"' not in body or '"x"' not in body:
+        raise RuntimeError(f"a 2026-07-28 call was not answered: {body[:200]}")
 
 
 def rss_kib(pid: int, field: str = "VmRSS") -> int:
@@ -132,7 +158,7 @@ def peers(port: int) -> list[tuple[str, list[str], str]]:
     ]
 
 
-def measure(name: str, command: list[str], url: str, seconds: int, script: str) -> dict:
+def measure(name: str, command: list[str], url: str, seconds: int, script: str, modern: bool = False) -> dict:
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
     try:
         wait_up(url, process)
@@ -149,10 +175,13 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str) 
         time.sleep(0.3)
         per_session = (rss_kib(process.pid) - before) / 40
         session = open_session(url)
+        if modern:
+            check_modern(url)
+            session = ""
         one = wrk(url, session, 1, seconds, script)
         many = wrk(url, session, 16, seconds, script)
         loaded = rss_kib(process.pid, "VmHWM")
-        return {"name": name, "one": one, "many": many, "idle_mib": idle / 1024, "loaded_mib": loaded / 1024, "session_ms": statistics.median(starts), "per_session_kib": per_session}
+        return {"name": name + (" [2026-07-28 clients]" if modern else " [sessions]"), "one": one, "many": many, "idle_mib": idle / 1024, "loaded_mib": loaded / 1024, "session_ms": statistics.median(starts), "per_session_kib": per_session}
     finally:
         process.terminate()
         try:
@@ -165,15 +194,21 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str) 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
     args = parser.parse_args()
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
         script = f.name
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(MODERN_WRK_SCRIPT)
+        modern_script = f.name
     direct = stdio_p50_ms()
     results = []
-    for name, command, url in peers(free_port()):
+    for index, (name, command, url) in enumerate(peers(free_port())):
+        # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
+        modern = args.modern and index < 2
         try:
-            results.append(measure(name, command, url, args.seconds, script))
+            results.append(measure(name, command, url, args.seconds, modern_script if modern else script, modern))
         except Exception as error:
             print(f"<!-- {name}: {error} -->")
             results.append({"name": name, "failed": str(error)})
