@@ -40,6 +40,12 @@ fn main() {
         if message.get("id").is_none() {
             continue; // notifications
         }
+        // FIXTURE_ERA=silent: a server that never answers the era probe.
+        if message["method"] == "server/discover"
+            && std::env::var("FIXTURE_ERA").as_deref() == Ok("silent")
+        {
+            continue;
+        }
         // `deaf`: answer, then stop reading stdin (a server that hangs on its input).
         if message["params"]["name"] == "deaf" {
             send(

@@ -589,3 +589,55 @@ async fn an_idle_pooled_child_is_reaped_and_replaced_but_a_busy_one_is_not() {
     let after = whoami(3).await.json()["result"]["content"][0]["text"].clone();
     assert_ne!(before, after, "a new child after the idle one was reaped");
 }
+
+#[tokio::test]
+async fn a_silent_probe_means_the_handshake_era_after_child_probe_timeout() {
+    let fixture = fixture();
+    let serve = Serve::start_with(
+        &["--child-probe-timeout", "0.5"],
+        &[fixture.as_str()],
+        &[("FIXTURE_ERA", "silent")],
+    )
+    .await;
+    let answer = serve
+        .modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+            Some("echo"),
+        )
+        .await;
+    assert_eq!(
+        answer.json()["result"]["content"][0]["text"],
+        "hi",
+        "{}",
+        answer.body
+    );
+    assert!(
+        serve
+            .stderr()
+            .contains("did not answer server/discover in time"),
+        "{}",
+        serve.stderr()
+    );
+}
+
+#[tokio::test]
+async fn the_pool_shares_max_sessions_with_handshake_era_sessions() {
+    let serve = Serve::start(&["--max-sessions", "1"]).await;
+    serve.initialize().await;
+    let refused = serve
+        .modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+            Some("echo"),
+        )
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        refused.body.contains("--max-sessions (1)"),
+        "{}",
+        refused.body
+    );
+}
