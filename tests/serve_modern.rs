@@ -12,6 +12,27 @@ use serde_json::{Value, json};
 
 use common::serve::*;
 
+impl Serve {
+    /// A 2026-07-28 `tools/call` of `name` without arguments.
+    async fn tool(&self, id: u64, name: &str) -> Answer {
+        self.modern(json!(id), "tools/call", json!({"name": name}), Some(name))
+            .await
+    }
+
+    /// The pooled backend answers a 2026-07-28 `echo` call.
+    async fn assert_echoes(&self, id: u64, text: &str) {
+        let answer = self
+            .modern(
+                json!(id),
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": text}}),
+                Some("echo"),
+            )
+            .await;
+        assert_eq!(text_of(&answer), text);
+    }
+}
+
 #[tokio::test]
 async fn modern_clients_are_served_from_one_pooled_child_with_remapped_ids() {
     let serve = Serve::start(&[]).await;
@@ -55,22 +76,8 @@ async fn modern_clients_are_served_from_one_pooled_child_with_remapped_ids() {
             .unwrap()
             .to_owned()
     };
-    let first = serve
-        .modern(
-            json!(3),
-            "tools/call",
-            json!({"name": "whoami"}),
-            Some("whoami"),
-        )
-        .await;
-    let second = serve
-        .modern(
-            json!(4),
-            "tools/call",
-            json!({"name": "whoami"}),
-            Some("whoami"),
-        )
-        .await;
+    let first = serve.tool(3, "whoami").await;
+    let second = serve.tool(4, "whoami").await;
     assert_eq!(pid(&first), pid(&second));
     // Progress comes back with the client's own token.
     let progress = serve
@@ -197,46 +204,17 @@ async fn closing_a_modern_stream_cancels_the_call_in_the_child() {
         .wait_stderr("ended unanswered; cancelled in the child")
         .await;
     // The backend is still there for the next client.
-    let next = serve
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "after"}}),
-            Some("echo"),
-        )
-        .await;
-    assert_eq!(next.json()["result"]["content"][0]["text"], "after");
+    serve.assert_echoes(2, "after").await;
 }
 
 #[tokio::test]
 async fn a_dead_pooled_child_fails_its_calls_and_is_replaced() {
     let serve = Serve::start(&[]).await;
-    let before = serve
-        .modern(
-            json!(1),
-            "tools/call",
-            json!({"name": "whoami"}),
-            Some("whoami"),
-        )
-        .await;
-    let crash = serve
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "crash"}),
-            Some("crash"),
-        )
-        .await;
+    let before = serve.tool(1, "whoami").await;
+    let crash = serve.tool(2, "crash").await;
     assert!(crash.body.contains("exited"), "{}", crash.body);
     assert_eq!(crash.json()["error"]["code"], -32603);
-    let after = serve
-        .modern(
-            json!(3),
-            "tools/call",
-            json!({"name": "whoami"}),
-            Some("whoami"),
-        )
-        .await;
+    let after = serve.tool(3, "whoami").await;
     assert_eq!(after.status, 200, "{}", after.body);
     assert_ne!(
         after.json()["result"]["content"][0]["text"],
@@ -270,6 +248,13 @@ fn ask(capabilities: Value, retry: Option<(&str, Value)>) -> Value {
         params["inputResponses"] = responses;
     }
     params
+}
+
+/// The first text content of a result, or the whole answer when there is none.
+fn text_of(answer: &Answer) -> String {
+    answer.json()["result"]["content"][0]["text"]
+        .as_str()
+        .map_or_else(|| answer.body.clone(), str::to_owned)
 }
 
 fn code(answer: &Answer) -> (u16, Option<i64>) {
@@ -363,15 +348,7 @@ async fn a_question_the_client_did_not_declare_fails_with_32021_and_cancels_the_
     serve
         .wait_stderr("ended unanswered; cancelled in the child")
         .await;
-    let next = serve
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "on"}}),
-            Some("echo"),
-        )
-        .await;
-    assert_eq!(next.json()["result"]["content"][0]["text"], "on");
+    serve.assert_echoes(2, "on").await;
 }
 
 #[tokio::test]
@@ -403,15 +380,7 @@ async fn an_unanswered_round_expires_and_its_state_with_it() {
         )
         .await;
     assert_eq!(code(&late), (400, Some(-32602)), "{}", late.body);
-    let next = serve
-        .modern(
-            json!(3),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "on"}}),
-            Some("echo"),
-        )
-        .await;
-    assert_eq!(next.json()["result"]["content"][0]["text"], "on");
+    serve.assert_echoes(3, "on").await;
 }
 
 #[tokio::test]
@@ -444,14 +413,7 @@ async fn listen_acknowledges_what_the_child_can_deliver_and_carries_its_changes(
         json!({"toolsListChanged": true})
     );
 
-    let announce = serve
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "announce"}),
-            Some("announce"),
-        )
-        .await;
+    let announce = serve.tool(2, "announce").await;
     assert_eq!(announce.status, 200, "{}", announce.body);
     read_until(&mut body, &mut seen, |s| s.contains("list_changed")).await;
     let change = events(&seen).pop().unwrap();
@@ -487,19 +449,9 @@ async fn mcp_param_headers_are_checked_against_the_tools_annotations() {
         missing.body
     );
     let plain = call(2, &[("mcp-param-region", "eu")]).await;
-    assert_eq!(
-        plain.json()["result"]["content"][0]["text"],
-        "eu",
-        "{}",
-        plain.body
-    );
+    assert_eq!(text_of(&plain), "eu");
     let encoded = call(3, &[("mcp-param-region", "=?base64?ZXU=?=")]).await;
-    assert_eq!(
-        encoded.json()["result"]["content"][0]["text"],
-        "eu",
-        "{}",
-        encoded.body
-    );
+    assert_eq!(text_of(&encoded), "eu");
     let other = call(4, &[("mcp-param-region", "us")]).await;
     assert_eq!(code(&other), (400, Some(-32020)), "{}", other.body);
     let broken = call(5, &[("mcp-param-region", "=?base64?ZXU?=")]).await;
@@ -520,14 +472,7 @@ async fn the_era_probe_finds_a_modern_child_which_then_gets_the_envelope() {
         "{}",
         discover.body
     );
-    let meta = modern
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "meta"}),
-            Some("meta"),
-        )
-        .await;
+    let meta = modern.tool(2, "meta").await;
     assert_eq!(meta.json()["result"]["content"][0]["text"], "2026-07-28");
 
     // Told it is handshake-era, the gateway runs initialize and strips the envelope.
@@ -544,14 +489,7 @@ async fn the_era_probe_finds_a_modern_child_which_then_gets_the_envelope() {
         discover.json()["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "stdio-fixture"
     );
-    let meta = legacy
-        .modern(
-            json!(2),
-            "tools/call",
-            json!({"name": "meta"}),
-            Some("meta"),
-        )
-        .await;
+    let meta = legacy.tool(2, "meta").await;
     assert_eq!(meta.json()["result"]["content"][0]["text"], "none");
 }
 
@@ -567,12 +505,7 @@ async fn an_idle_pooled_child_is_reaped_and_replaced_but_a_busy_one_is_not() {
             Some("slow"),
         )
         .await;
-    assert_eq!(
-        slow.json()["result"]["content"][0]["text"],
-        "slept",
-        "{}",
-        slow.body
-    );
+    assert_eq!(text_of(&slow), "slept");
     assert!(!serve.stderr().contains("idle for --session-idle-ttl"));
     let whoami = |id: u64| {
         serve.modern(
@@ -599,20 +532,7 @@ async fn a_silent_probe_means_the_handshake_era_after_child_probe_timeout() {
         &[("FIXTURE_ERA", "silent")],
     )
     .await;
-    let answer = serve
-        .modern(
-            json!(1),
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "hi"}}),
-            Some("echo"),
-        )
-        .await;
-    assert_eq!(
-        answer.json()["result"]["content"][0]["text"],
-        "hi",
-        "{}",
-        answer.body
-    );
+    serve.assert_echoes(1, "hi").await;
     assert!(
         serve
             .stderr()

@@ -17,6 +17,19 @@ use tokio::sync::Notify;
 
 pub mod serve;
 
+/// Waits (with the deadline) until the text `log` returns contains `needle`.
+pub async fn wait_logged(log: impl Fn() -> String, needle: &str) {
+    let start = Instant::now();
+    while !log().contains(needle) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "never logged {needle:?}; stderr:\n{}",
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
 /// One request the fake upstream received.
@@ -551,15 +564,7 @@ impl Relay {
 
     /// Waits (with the deadline) until the relay has logged `needle`.
     pub async fn wait_stderr(&self, needle: &str) {
-        let start = Instant::now();
-        while !self.stderr().contains(needle) {
-            assert!(
-                start.elapsed() < DEADLINE,
-                "the relay never logged {needle:?}; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_logged(|| self.stderr(), needle).await;
     }
 
     /// Everything left on stdout after exit.

@@ -124,15 +124,7 @@ impl Serve {
     }
 
     pub async fn wait_stderr(&self, needle: &str) {
-        let start = Instant::now();
-        while !self.stderr().contains(needle) {
-            assert!(
-                start.elapsed() < DEADLINE,
-                "never logged {needle:?}:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        super::wait_logged(|| self.stderr(), needle).await;
     }
 
     pub async fn send(
