@@ -8,7 +8,7 @@ import sys
 import anyio
 import pytest
 from conftest import HERE, NODE_BIN, NPM_BIN, node_env, start_serve, stop_serve
-from host import relay_binary
+from host import accept_sampling, accept_with_defaults, relay_binary
 from mcp.client import Client
 
 pytestmark = pytest.mark.anyio
@@ -66,3 +66,27 @@ async def test_many_modern_calls_in_flight_without_errors(in_flight):
     finally:
         stop_serve(process)
     assert errors == [], errors[:3]
+
+
+@pytest.mark.parametrize("child", ["server-everything", "python-sdk-legacy-only"])
+async def test_a_handshake_era_childs_questions_reach_a_2026_07_28_client_as_input_rounds(child):
+    # The child asks mid-call (sampling, elicitation); the gateway parks the call and the
+    # SDK client answers the input_required round through its callbacks, then retries.
+    if child == "server-everything":
+        command, env = CHILDREN["server-everything"]()
+        calls = [("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5}, "sampled through the relay"),
+                 ("trigger-elicitation-request", {}, "accept")]
+    else:
+        command, env = [sys.executable, str(HERE / "conformance_server.py"), "--legacy-only"], None
+        calls = [("test_input_required_result_sampling", {}, "sampled through the relay"),
+                 ("test_input_required_result_multi_round", {}, "Both steps complete")]
+    process, url = start_serve(command, env=env)
+    try:
+        async with Client(url, mode="2026-07-28", cache=None, sampling_callback=accept_sampling, elicitation_callback=accept_with_defaults) as client:
+            for name, arguments, expected in calls:
+                result = await client.call_tool(name, arguments)
+                text = " ".join(getattr(b, "text", "") for b in result.content)
+                assert not result.is_error, text
+                assert expected in text, text
+    finally:
+        stop_serve(process)
