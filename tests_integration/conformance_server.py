@@ -483,5 +483,9 @@ async def legacy_only() -> None:
 if __name__ == "__main__":
     if "--legacy-only" in sys.argv:
         anyio.run(legacy_only)
+    elif "--sse" in sys.argv:
+        # The 2024-11-05 HTTP+SSE transport: GET /sse, POST /messages/.
+        port = int(sys.argv[sys.argv.index("--sse") + 1])
+        anyio.run(lambda: server.run_sse_async(host="127.0.0.1", port=port))
     else:
         server.run("stdio")

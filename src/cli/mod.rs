@@ -16,6 +16,7 @@ mod tokens;
 use crate::http::client::ClientOptions;
 use crate::logging::{self, LogFormat, LogLevel};
 use crate::relay::RelayConfig;
+use crate::relay::transport::TransportChoice;
 
 /// Exit code for a bad flag, argument or environment value.
 pub const EXIT_USAGE: i32 = 2;
@@ -140,6 +141,12 @@ struct RelayArgs {
     #[arg(long, value_enum, default_value = "auto")]
     protocol_era: ProtocolEra,
 
+    /// HTTP transport: streamable-http, sse (the 2024-11-05 HTTP+SSE transport: a GET
+    /// stream plus POSTs to the endpoint it names), or auto (Streamable HTTP, falling back
+    /// to HTTP+SSE when the first POST gets 400, 404 or 405).
+    #[arg(long, value_enum, default_value = "auto")]
+    transport: TransportArg,
+
     /// Rounds of input a 2026-07-28 server may ask of a legacy host in one call
     /// (input_required); the call is abandoned after that.
     #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -156,6 +163,13 @@ enum ProtocolEra {
     Auto,
     Legacy,
     Modern,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TransportArg {
+    StreamableHttp,
+    Sse,
+    Auto,
 }
 
 /// Parses the process arguments, runs the chosen mode and returns the exit code.
@@ -349,6 +363,11 @@ fn relay_config(
             ProtocolEra::Auto => crate::relay::detect::EraChoice::Auto,
             ProtocolEra::Legacy => crate::relay::detect::EraChoice::Legacy,
             ProtocolEra::Modern => crate::relay::detect::EraChoice::Modern,
+        },
+        transport: match args.transport {
+            TransportArg::StreamableHttp => TransportChoice::StreamableHttp,
+            TransportArg::Sse => TransportChoice::Sse,
+            TransportArg::Auto => TransportChoice::Auto,
         },
         max_input_rounds: args.max_input_rounds,
         input_timeout: args.input_timeout,

@@ -17,6 +17,9 @@ use super::response::{HttpError, Response};
 pub struct Event {
     pub id: Option<String>,
     pub retry_ms: Option<u64>,
+    /// The `event:` name (`None` means `message`); the 2024-11-05 transport's first event
+    /// is `endpoint`.
+    pub event: Option<String>,
     /// The joined `data:` lines; `None` for a block without data (a priming event).
     pub data: Option<String>,
 }
@@ -65,6 +68,7 @@ pub fn events(response: Response, max_event: usize) -> EventStream {
             Ok(Event {
                 id: sse.id,
                 retry_ms: sse.retry,
+                event: sse.event,
                 data: sse.data,
             })
         }

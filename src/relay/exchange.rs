@@ -13,6 +13,7 @@ use super::Relay;
 use super::gate::Failure;
 use super::methods::is_replay_safe;
 use super::route::{Routed, route};
+use super::transport::Transport;
 use super::upstream::{Posted, requested_delay};
 use crate::http::response::Response;
 use crate::http::sse::{self, SseError, describe_body_error};
@@ -34,7 +35,10 @@ pub async fn serve(relay: Arc<Relay>, call: Call) {
     }
 }
 
-async fn exchange(relay: &Relay, call: &Call) -> Result<(), Failure> {
+async fn exchange(relay: &Arc<Relay>, call: &Call) -> Result<(), Failure> {
+    if relay.transports.is_sse() {
+        return super::sse_link::exchange(relay, call).await;
+    }
     let is_initialize = call.method == "initialize";
     let replay_safe = is_replay_safe(&call.method);
     let mut recovered = false;
@@ -44,6 +48,28 @@ async fn exchange(relay: &Relay, call: &Call) -> Result<(), Failure> {
             .post(call.line.clone(), is_initialize, replay_safe)
             .await?;
         let status = posted.response.status();
+        if relay.transports.may_fall_back(status.as_u16()) {
+            // `auto`: an HTTP+SSE server refuses the Streamable HTTP POST; its GET names an
+            // endpoint.
+            if super::sse_link::try_fall_back(relay).await {
+                relay.transports.decide(
+                    Transport::Sse,
+                    &format!("the POST got HTTP {status} and the GET opened an HTTP+SSE stream"),
+                );
+                return super::sse_link::exchange(relay, call).await;
+            }
+            relay.transports.decide(
+                Transport::StreamableHttp,
+                &format!(
+                    "the POST got HTTP {status}, and the server offers no HTTP+SSE stream either"
+                ),
+            );
+        } else if status.is_success() {
+            relay.transports.decide(
+                Transport::StreamableHttp,
+                "the server answered a Streamable HTTP POST",
+            );
+        }
         // 404 on a request that carried our session id: the upstream refused it without
         // running it, because it no longer knows the session. Start a new one and retry.
         if status == StatusCode::NOT_FOUND && posted.carried_session && !recovered {

@@ -130,6 +130,11 @@ impl Gate {
         }
     }
 
+    /// Whether `id` still waits for its answer.
+    pub fn is_waiting(&self, id: &IdKey) -> bool {
+        self.slots.lock().expect("gate lock").contains_key(id)
+    }
+
     pub fn in_flight(&self) -> usize {
         self.slots.lock().expect("gate lock").len()
     }

@@ -34,6 +34,11 @@ async fn drain(relay: Arc<Relay>, mut rx: mpsc::Receiver<Bytes>) {
 
 /// POSTs one message that gets no answer. Failures are logged: there is nobody to answer.
 pub async fn deliver(relay: &Relay, message: Bytes) -> bool {
+    if relay.transports.is_sse()
+        && let Some(relay) = relay.handle()
+    {
+        return super::sse_link::deliver(&relay, message).await;
+    }
     for attempt in 0..2 {
         let posted = match relay.upstream.post(message.clone(), false, true).await {
             Ok(posted) => posted,

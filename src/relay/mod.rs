@@ -15,9 +15,11 @@ mod parked;
 mod passthrough;
 mod route;
 mod server_stream;
+mod sse_link;
 mod to_legacy;
 mod to_modern;
 mod tool_headers;
+pub mod transport;
 pub mod upstream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,6 +68,8 @@ pub struct RelayConfig {
     pub oauth: Option<crate::oauth::RelayOAuth>,
     /// `--protocol-era`.
     pub protocol_era: EraChoice,
+    /// `--transport`.
+    pub transport: transport::TransportChoice,
     /// Input rounds a modern server may ask of a legacy host in one call.
     pub max_input_rounds: u32,
     /// How long the host may take to answer one of those questions.
@@ -82,6 +86,10 @@ pub struct Relay {
     this: std::sync::Weak<Relay>,
     /// Which era each side speaks.
     pub eras: Eras,
+    /// Streamable HTTP or HTTP+SSE, decided once.
+    pub transports: transport::Transports,
+    /// The HTTP+SSE stream and its endpoint, when that transport is used.
+    sse: sse_link::SseLink,
     /// A modern server's tools, for their `Mcp-Param-*` headers.
     tools: tool_headers::ToolHeaders,
     /// Requests the relay put to the host, waiting for its answers.
@@ -121,8 +129,12 @@ impl Relay {
         }
     }
 
-    /// (Re)starts the GET stream for the current session, replacing any older one.
+    /// (Re)starts the GET stream for the current session, replacing any older one. (The
+    /// HTTP+SSE transport has its own stream, kept by its link.)
     pub fn restart_server_stream(&self) {
+        if self.transports.is_sse() {
+            return;
+        }
         let Some(relay) = self.this.upgrade() else {
             return;
         };
@@ -172,6 +184,7 @@ pub async fn run(config: RelayConfig) -> i32 {
         config.max_in_flight,
     );
     let eras = Eras::new(config.protocol_era);
+    let transports = transport::Transports::new(config.transport);
     let relay = Arc::new_cyclic(|this| Relay {
         config,
         upstream,
@@ -180,6 +193,8 @@ pub async fn run(config: RelayConfig) -> i32 {
         server_stream: Mutex::new(None),
         this: this.clone(),
         eras,
+        transports,
+        sse: Default::default(),
         tools: Default::default(),
         host_requests: Default::default(),
         legacy_host: Default::default(),
@@ -404,6 +419,18 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
 
 /// Serves one host request on the path its era and the upstream's call for.
 async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
+    // HTTP+SSE is the 2024-11-05 transport: handshake era only, no probe.
+    if relay.transports.is_sse() {
+        if host == Some(Era::Modern) {
+            let failure = Failure::upstream(
+                "the upstream speaks the 2024-11-05 HTTP+SSE transport, which has only the initialize handshake; a 2026-07-28 host needs a Streamable HTTP server",
+            );
+            relay.gate.fail(&call.id, &failure).await;
+            return;
+        }
+        exchange::serve(relay, call).await;
+        return;
+    }
     let known = relay.eras.upstream_known();
     let upstream = match known {
         Some(known) => Ok(Some(known)),

@@ -158,6 +158,15 @@ impl Upstream {
         self.session.lock().expect("session lock").id.is_some()
     }
 
+    /// The host's `initialize` parameters (raw JSON), once it sent them.
+    pub fn host_initialize_params(&self) -> Option<String> {
+        self.session
+            .lock()
+            .expect("session lock")
+            .host_initialize_params
+            .clone()
+    }
+
     /// Keeps the host's `initialize` parameters for replay after a lost session.
     pub fn remember_host_initialize(&self, params: Option<&serde_json::value::RawValue>) {
         let params = params.map_or_else(|| "{}".to_owned(), |p| p.get().to_owned());
@@ -221,6 +230,18 @@ impl Upstream {
         wire: &Wire<'_>,
         replay_safe: bool,
     ) -> Result<Posted, Failure> {
+        self.post_to(&self.uri, body, wire, replay_safe).await
+    }
+
+    /// [`Upstream::post_as`] to `target` instead of the server URL: the 2024-11-05
+    /// transport POSTs to the endpoint its stream named.
+    pub async fn post_to(
+        &self,
+        target: &Uri,
+        body: Bytes,
+        wire: &Wire<'_>,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
         let read_timeout = match wire {
             Wire::Modern {
                 long_lived: true, ..
@@ -250,7 +271,7 @@ impl Upstream {
             }
             let sent = self
                 .client
-                .send(Method::POST, &self.uri, headers, body.clone(), read_timeout)
+                .send(Method::POST, target, headers, body.clone(), read_timeout)
                 .await;
             let retries_left = attempt < self.max_retries;
             attempt += 1;

@@ -16,6 +16,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Notify;
 
 pub mod serve;
+pub mod sse_server;
 
 /// Waits (with the deadline) until the text `log` returns contains `needle`.
 pub async fn wait_logged(log: impl Fn() -> String, needle: &str) {
