@@ -1,7 +1,7 @@
 """Benchmarks the relay against the Python mcp-stdio 0.45.2 and a direct HTTP client, in one
 run, against the same fast local upstream (upstream.mjs). Not a test: it reports figures.
 
-Usage: scripts/bench/run [--calls N] [--rounds R] [--eras]   (builds the release binary and
+Usage: scripts/bench/run [--calls N] [--rounds R] [--eras] [--sse]   (builds the release binary and
 installs peers first)
 
 --eras adds the 2026-07-28 paths: a modern host against a modern server (passed through), a
@@ -182,6 +182,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--eras", action="store_true", help="also measure the 2026-07-28 paths")
+    parser.add_argument("--sse", action="store_true", help="also measure the 2024-11-05 HTTP+SSE transport")
     args = parser.parse_args()
     upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs"))], stdout=subprocess.PIPE, text=True)
     port = int(upstream.stdout.readline())
@@ -201,6 +202,8 @@ def main() -> None:
         report(args, runs)
         if args.eras:
             bench_eras(args.calls, args.rounds, url)
+        if args.sse:
+            bench_sse(args.calls, args.rounds)
     finally:
         upstream.terminate()
 
@@ -272,6 +275,34 @@ def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
                       f"throughput Rust / Python {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x | | | |")
     finally:
         modern_upstream.terminate()
+
+
+def bench_sse(calls: int, rounds: int) -> None:
+    """The 2024-11-05 HTTP+SSE transport: the Rust relay against the Python tool, both
+    with --transport sse, against the same fast HTTP+SSE upstream."""
+    upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs")), "0", "sse"], stdout=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{int(upstream.stdout.readline())}/sse"
+    peers = [
+        ("mcp-stdio (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--transport", "sse", "--log-level", "off"]),
+        ("mcp-stdio 0.45.2 (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), url, "--transport", "sse"]),
+    ]
+    runs = {name: [] for name, _ in peers}
+    try:
+        for round_number in range(rounds):
+            order = peers if round_number % 2 == 0 else list(reversed(peers))
+            for name, command in order:
+                runs[name].append(bench_stdio(command, calls) | {"startup_ms": startup_ms(command)})
+    finally:
+        upstream.terminate()
+    rust, python = (median_of(runs[name]) for name, _ in peers)
+    print(f"\nHTTP+SSE transport (2024-11-05), --transport sse (medians of {rounds} rounds)\n")
+    print("| peer | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms/call | peak RSS MiB | spawn→first response ms |")
+    print("|---|---|---|---|---|---|---|")
+    for (name, _), r in zip(peers, (rust, python)):
+        print(f"| {name} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['calls_per_s_16']:.0f} | {r['cpu_ms_per_call']:.3f} | {r['peak_rss_mib']:.1f} | {r['startup_ms']:.1f} |")
+    print(f"\nCPU per call, Python tool / Rust relay: {python['cpu_ms_per_call'] / rust['cpu_ms_per_call']:.1f}x (target >= 10)")
+    print(f"throughput, Rust relay / Python tool: {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x")
+    print(f"peak RSS, Rust relay: {rust['peak_rss_mib']:.1f} MiB (target <= 10); startup {rust['startup_ms']:.1f} ms (target <= 20)")
 
 
 if __name__ == "__main__":
