@@ -253,3 +253,22 @@ async fn auto_does_not_fall_back_on_401_or_500() {
         assert_eq!(server.gets(), 0, "HTTP {status} is no evidence of HTTP+SSE");
     }
 }
+
+#[tokio::test]
+async fn at_shutdown_an_answer_still_on_its_way_gets_the_grace_period() {
+    let server = SseServer::start("/messages?sessionId=a1").await;
+    let mut relay = initialized(&server, &["--transport", "sse"]).await;
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"ms": 300}}}))
+        .await;
+    server
+        .wait_posts("the slow call", |posts| {
+            posts.iter().any(|p| p["params"]["name"] == "slow")
+        })
+        .await;
+    relay.close_stdin();
+    let answer = relay.recv().await;
+    assert_eq!(text(&answer), "slept", "{answer}");
+    assert!(relay.wait_exit().await.success());
+}

@@ -68,6 +68,8 @@ pub struct Gate {
     cancelled: Mutex<CancelTracker>,
     /// Where upstream messages other than answers go instead of stdout, when set.
     diverted: std::sync::OnceLock<mpsc::Sender<Vec<u8>>>,
+    /// Told whenever a slot is taken, so shutdown can wait for the last answer.
+    taken: tokio::sync::Notify,
 }
 
 impl Gate {
@@ -84,7 +86,29 @@ impl Gate {
             slots: Mutex::new(HashMap::new()),
             cancelled: Mutex::new(CancelTracker::new(cancel_ttl, max_in_flight.max(256) * 4)),
             diverted: std::sync::OnceLock::new(),
+            taken: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Waits until no request waits for an answer (over HTTP+SSE the answers come after
+    /// the requests' tasks have ended, so shutdown waits for them here).
+    pub async fn drained(&self) {
+        loop {
+            let taken = self.taken.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            taken.await;
+        }
+    }
+
+    /// Takes `id`'s slot, telling whoever waits for the gate to drain.
+    fn take(&self, id: &IdKey) -> Option<Slot> {
+        let slot = self.slots.lock().expect("gate lock").remove(id);
+        if slot.is_some() {
+            self.taken.notify_waiters();
+        }
+        slot
     }
 
     /// Sends upstream requests and notifications to `to` instead of stdout from now on.
@@ -142,7 +166,7 @@ impl Gate {
     /// Delivers an upstream answer for `id`. Returns false (and drops it) when nobody is
     /// waiting: the id was cancelled, already answered, or never asked.
     pub async fn deliver(&self, id: &IdKey, line: Vec<u8>) -> bool {
-        let slot = self.slots.lock().expect("gate lock").remove(id);
+        let slot = self.take(id);
         match slot {
             Some(slot) => {
                 send(&self.out, slot.sink, Some(line)).await;
@@ -166,7 +190,7 @@ impl Gate {
 
     /// Answers `id` with a synthesized error, unless it was already answered or cancelled.
     pub async fn fail(&self, id: &IdKey, failure: &Failure) {
-        let slot = self.slots.lock().expect("gate lock").remove(id);
+        let slot = self.take(id);
         if let Some(slot) = slot {
             tracing::debug!(%id, message = %failure.message, "answering with a relay error");
             let line = error_response(
@@ -198,7 +222,7 @@ impl Gate {
         if !self.filter_cancelled {
             return;
         }
-        let slot = self.slots.lock().expect("gate lock").remove(id);
+        let slot = self.take(id);
         let Some(slot) = slot else { return };
         self.cancelled
             .lock()

@@ -244,6 +244,7 @@ async fn shut_down(
     let finished = tokio::time::timeout(grace, async {
         relay.tasks.wait().await;
         let _ = lane_task.await;
+        relay.gate.drained().await;
     })
     .await;
     if finished.is_err() {
