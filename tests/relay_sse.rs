@@ -18,6 +18,14 @@ fn text(answer: &Value) -> &Value {
     &answer["result"]["content"][0]["text"]
 }
 
+/// Sends `tools/call slow` (300 ms) with id 1, without waiting for its answer.
+async fn send_slow_call(relay: &mut Relay) {
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"ms": 300}}}))
+        .await;
+}
+
 async fn initialized(server: &SseServer, args: &[&str]) -> Relay {
     let mut relay = Relay::start(&server.url, args).await;
     let answer = relay.initialize().await;
@@ -77,10 +85,7 @@ async fn an_endpoint_on_another_origin_is_refused_and_nothing_is_posted() {
 async fn answers_are_matched_by_id_whatever_their_order() {
     let server = SseServer::start("/messages?sessionId=a1").await;
     let mut relay = initialized(&server, &["--transport", "sse"]).await;
-    relay
-        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "slow", "arguments": {"ms": 300}}}))
-        .await;
+    send_slow_call(&mut relay).await;
     relay
         .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": echo("fast")}))
         .await;
@@ -258,10 +263,7 @@ async fn auto_does_not_fall_back_on_401_or_500() {
 async fn at_shutdown_an_answer_still_on_its_way_gets_the_grace_period() {
     let server = SseServer::start("/messages?sessionId=a1").await;
     let mut relay = initialized(&server, &["--transport", "sse"]).await;
-    relay
-        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "slow", "arguments": {"ms": 300}}}))
-        .await;
+    send_slow_call(&mut relay).await;
     server
         .wait_posts("the slow call", |posts| {
             posts.iter().any(|p| p["params"]["name"] == "slow")

@@ -17,6 +17,21 @@ function answer(msg) {
     : { content: [{ type: "text", text: "ok" }] };
 }
 
+// Reads the request body as JSON and hands it on; 400 when it is not JSON.
+function readJson(req, res, then) {
+  let body = "";
+  req.on("data", (chunk) => (body += chunk));
+  req.on("end", () => {
+    let msg;
+    try {
+      msg = JSON.parse(body);
+    } catch {
+      return res.writeHead(400).end();
+    }
+    then(msg);
+  });
+}
+
 function sseServer(req, res) {
   const url = new URL(req.url, "http://x");
   if (req.method === "GET" && url.pathname === "/sse") {
@@ -30,15 +45,7 @@ function sseServer(req, res) {
   if (req.method !== "POST" || url.pathname !== "/messages") return res.writeHead(405).end();
   const stream = streams.get(url.searchParams.get("sessionId"));
   if (!stream) return res.writeHead(404).end();
-  let body = "";
-  req.on("data", (chunk) => (body += chunk));
-  req.on("end", () => {
-    let msg;
-    try {
-      msg = JSON.parse(body);
-    } catch {
-      return res.writeHead(400).end();
-    }
+  readJson(req, res, (msg) => {
     res.writeHead(202).end("Accepted");
     if (msg.id !== undefined && msg.method !== undefined) {
       stream.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: msg.id, result: answer(msg) })}\n\n`);
@@ -50,15 +57,7 @@ const server = http.createServer((req, res) => {
   if (sse) return sseServer(req, res);
   if (req.method === "GET") return res.writeHead(405).end();
   if (req.method === "DELETE") return res.writeHead(200).end();
-  let body = "";
-  req.on("data", (chunk) => (body += chunk));
-  req.on("end", () => {
-    let msg;
-    try {
-      msg = JSON.parse(body);
-    } catch {
-      return res.writeHead(400).end();
-    }
+  readJson(req, res, (msg) => {
     if (msg.id === undefined) return res.writeHead(202).end();
     if (modern) {
       const claimed = msg.params?._meta?.["io.modelcontextprotocol/protocolVersion"];

@@ -85,8 +85,13 @@ pub async fn run(relay: Arc<Relay>) {
 }
 
 fn fresh_backoff() -> impl Iterator<Item = Duration> {
+    reconnect_backoff(Duration::from_secs(1))
+}
+
+/// Delays between reconnection attempts: from `first`, doubling to 30 s, with jitter.
+pub(super) fn reconnect_backoff(first: Duration) -> impl Iterator<Item = Duration> {
     ExponentialBuilder::default()
-        .with_min_delay(Duration::from_secs(1))
+        .with_min_delay(first)
         .with_max_delay(Duration::from_secs(30))
         .with_jitter()
         .without_max_times()

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Uri;
@@ -441,12 +440,7 @@ async fn reinitialize(relay: Arc<Relay>, endpoint: Uri, stream: u64) {
 }
 
 fn fresh_backoff() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times()
-        .build()
+    super::server_stream::reconnect_backoff(Duration::from_millis(500))
 }
 
 #[cfg(test)]
