@@ -84,3 +84,7 @@ def test_conformance_0_2_0_alpha_12_requirements_2026_07_28_dual_era_child(serve
 def test_conformance_0_2_0_alpha_12_requirements_2026_07_28_legacy_child(served_legacy_fixture, tmp_path):
     # The translation path: every check passes except the two a legacy server cannot meet.
     run_server_suite(NEXT_SUITE, served_legacy_fixture, tmp_path, ["--requirements", "2026-07-28"], allowed=LEGACY_CHILD_LIMITS)
+
+
+def test_conformance_0_2_0_alpha_12_requirements_2025_11_25_legacy_child(served_legacy_fixture, tmp_path):
+    run_server_suite(NEXT_SUITE, served_legacy_fixture, tmp_path, ["--requirements", "2025-11-25"])
