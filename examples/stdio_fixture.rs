@@ -40,10 +40,18 @@ fn main() {
         if message.get("id").is_none() {
             continue; // notifications
         }
-        // FIXTURE_ERA=silent: a server that never answers the era probe.
-        if message["method"] == "server/discover"
-            && std::env::var("FIXTURE_ERA").as_deref() == Ok("silent")
-        {
+        // FIXTURE_ERA=silent: a server that never answers the era probe; silent-modern:
+        // nor does it accept initialize (a 2026-07-28 server too slow for the probe).
+        let era = std::env::var("FIXTURE_ERA").unwrap_or_default();
+        if message["method"] == "server/discover" && era.starts_with("silent") {
+            continue;
+        }
+        if message["method"] == "initialize" && era == "silent-modern" {
+            send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32022,
+                    "message": "Unsupported protocol version", "data": {"supported": ["2026-07-28"]}}}),
+            );
             continue;
         }
         // `deaf`: answer, then stop reading stdin (a server that hangs on its input).

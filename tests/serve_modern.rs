@@ -561,3 +561,23 @@ async fn the_pool_shares_max_sessions_with_handshake_era_sessions() {
         refused.body
     );
 }
+
+#[tokio::test]
+async fn a_child_that_refuses_initialize_with_32022_proves_the_probe_wrong() {
+    let fixture = fixture();
+    let serve = Serve::start_with(
+        &["--child-probe-timeout", "0.3"],
+        &[fixture.as_str()],
+        &[("FIXTURE_ERA", "silent-modern")],
+    )
+    .await;
+    let meta = serve.tool(1, "meta").await;
+    assert_eq!(text_of(&meta), "2026-07-28");
+    assert!(
+        serve.stderr().contains("the era probe was wrong"),
+        "{}",
+        serve.stderr()
+    );
+    // From now on every child is a 2026-07-28 one, without a handshake to refuse.
+    serve.assert_echoes(2, "on").await;
+}

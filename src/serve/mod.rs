@@ -77,33 +77,49 @@ pub struct Gateway {
     pub metrics: metrics::Metrics,
     /// Fired at shutdown: streams end, no new sessions start.
     pub closing: CancellationToken,
-    /// The stdio server's era, probed once.
-    era: tokio::sync::OnceCell<child_era::ChildEra>,
+    /// The stdio server's era: probed once, corrected when a child proves it wrong.
+    era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
     pub parked: crate::parking::Parked<modern::ParkedCall>,
 }
 
 impl Gateway {
-    /// The stdio server's protocol era: `--child-era`, or probed on first need.
+    /// The stdio server's protocol era: `--child-era`, or probed on first need (children
+    /// start one at a time while it is probed).
     pub async fn child_era(&self) -> child_era::ChildEra {
         let config = &self.config;
-        self.era
-            .get_or_init(|| async {
-                match config.child_era {
-                    child_era::ChildEraChoice::Legacy => child_era::ChildEra::Legacy,
-                    child_era::ChildEraChoice::Modern => child_era::ChildEra::Modern,
-                    child_era::ChildEraChoice::Auto => {
-                        child_era::probe(
-                            &config.command,
-                            config.max_message_size,
-                            config.child_probe_timeout,
-                        )
-                        .await
-                    }
-                }
-            })
-            .await
-            .clone()
+        let mut era = self.era.lock().await;
+        if let Some(known) = era.as_ref() {
+            return known.clone();
+        }
+        let probed = match config.child_era {
+            child_era::ChildEraChoice::Legacy => child_era::ChildEra::Legacy,
+            child_era::ChildEraChoice::Modern => child_era::ChildEra::Modern,
+            child_era::ChildEraChoice::Auto => {
+                child_era::probe(
+                    &config.command,
+                    config.max_message_size,
+                    config.child_probe_timeout,
+                )
+                .await
+            }
+        };
+        *era = Some(probed.clone());
+        probed
+    }
+
+    /// A child refused `initialize` with `-32022`: it speaks only 2026-07-28, whatever the
+    /// probe concluded (it may have been too slow to answer it). Unless `--child-era`
+    /// fixed the era, children are spoken to as 2026-07-28 servers from now on.
+    pub async fn child_is_modern_after_all(&self) -> bool {
+        if self.config.child_era != child_era::ChildEraChoice::Auto {
+            return false;
+        }
+        tracing::warn!(
+            "the stdio server refused initialize with -32022: the era probe was wrong; treating it as a 2026-07-28 server"
+        );
+        *self.era.lock().await = Some(child_era::ChildEra::Modern);
+        true
     }
 }
 
@@ -135,7 +151,7 @@ pub async fn run(config: ServeConfig) -> i32 {
         config,
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),
-        era: tokio::sync::OnceCell::new(),
+        era: tokio::sync::Mutex::new(None),
         parked: crate::parking::Parked::default(),
     });
     let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));

@@ -92,6 +92,18 @@ impl Pool {
     }
 }
 
+/// A backend on a 2026-07-28 child: no handshake.
+fn modern_backend(session: Arc<Session>) -> Arc<Backend> {
+    tracing::info!(session = %super::sessions::short(&session.id), "pooled 2026-07-28 backend ready");
+    Arc::new(Backend {
+        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
+        session,
+        initialize: Value::Null,
+        modern: true,
+        resource_listeners: Default::default(),
+    })
+}
+
 /// Spawns a child for `principal`; a handshake-era child also gets its handshake, declaring
 /// what the gateway can ask a 2026-07-28 client in an `input_required` round (each request
 /// is still checked against the capabilities that client declared in it).
@@ -106,14 +118,7 @@ async fn start(
         .create(gateway, principal, true)
         .map_err(Unavailable::Refused)?;
     if matches!(era, ChildEra::Modern) {
-        tracing::info!(session = %super::sessions::short(&session.id), "pooled 2026-07-28 backend ready");
-        return Ok(Arc::new(Backend {
-            tool_headers: ToolCache::new(session.changes.subscribe()).into(),
-            session,
-            initialize: Value::Null,
-            modern: true,
-            resource_listeners: Default::default(),
-        }));
+        return Ok(modern_backend(session));
     }
     let (tx, mut rx) = mpsc::channel(8);
     let request = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
@@ -156,6 +161,13 @@ async fn start(
         }
     };
     let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+    if answer.pointer("/error/code").and_then(Value::as_i64)
+        == Some(crate::era::UNSUPPORTED_PROTOCOL_VERSION)
+        && gateway.child_is_modern_after_all().await
+    {
+        // The same child serves on in the era it speaks.
+        return Ok(modern_backend(session));
+    }
     let Some(result) = answer.get("result").cloned() else {
         return Err(fail(format!(
             "the MCP server refused initialize: {}",
