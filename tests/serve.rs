@@ -3,15 +3,12 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::serve::*;
 
@@ -547,40 +544,8 @@ async fn with_no_command_serve_publishes_the_sandbox() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("hello.txt"), "hello from the sandbox\n").unwrap();
     let mut cmd = tokio::process::Command::new(common::binary());
-    cmd.args(["serve", "--port", "0"])
-        .current_dir(root.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(DEADLINE, async {
-        loop {
-            let line = lines.next_line().await.unwrap().unwrap();
-            if let Some(at) = line.find(" at http://") {
-                return line[at + 4..].split_whitespace().next().unwrap().to_owned();
-            }
-        }
-    })
-    .await
-    .unwrap();
-    let port: u16 = url
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let serve = Serve {
-        child,
-        url,
-        port,
-        stderr: Default::default(),
-        http: Client::builder(TokioExecutor::new()).build_http(),
-    };
+    cmd.args(["serve", "--port", "0"]).current_dir(root.path());
+    let serve = Serve::spawn(cmd).await;
     let session = serve.initialize().await;
     let read = serve
         .call(&session, 1, "read_file", json!({"path": "hello.txt"}))

@@ -70,6 +70,11 @@ impl Serve {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Self::spawn(cmd).await
+    }
+
+    /// Starts `cmd` (an `mcp-stdio serve` command line) and waits for the URL it serves.
+    pub async fn spawn(mut cmd: tokio::process::Command) -> Self {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
