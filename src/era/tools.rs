@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 
 use super::headers::{PARAM_PREFIX, decode_value, encode_value};
 
+/// Pages of `tools/list` read at most when learning a server's annotations: a server that
+/// pages forever is not followed.
+pub const MAX_LIST_PAGES: usize = 64;
+
 /// The JSON type an annotated property has; only these three may carry the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamType {

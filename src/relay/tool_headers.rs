@@ -15,11 +15,8 @@ use super::detect::{insert, modern_headers};
 use super::gate::Failure;
 use super::upstream::Wire;
 use crate::era::envelope::request_line;
-use crate::era::tools::{ParamHeader, filter_list, values};
+use crate::era::tools::{MAX_LIST_PAGES, ParamHeader, filter_list, values};
 use crate::jsonrpc::message::IdKey;
-
-/// Pages of `tools/list` the relay reads on its own before it gives up.
-const MAX_PAGES: usize = 64;
 
 #[derive(Default)]
 pub struct ToolHeaders {
@@ -86,7 +83,7 @@ pub async fn refresh(
     meta: &Map<String, Value>,
 ) -> Result<(), Failure> {
     let mut cursor: Option<Value> = None;
-    for _ in 0..MAX_PAGES {
+    for _ in 0..MAX_LIST_PAGES {
         let mut params = Map::new();
         params.insert("_meta".into(), Value::Object(meta.clone()));
         if let Some(cursor) = cursor.take() {
@@ -117,7 +114,7 @@ pub async fn refresh(
             _ => return Ok(()),
         }
     }
-    tracing::warn!(pages = MAX_PAGES, "stopped reading tools/list pages");
+    tracing::warn!(pages = MAX_LIST_PAGES, "stopped reading tools/list pages");
     Ok(())
 }
 

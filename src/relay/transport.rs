@@ -30,7 +30,6 @@ impl Transport {
 
 /// The decision, made at most once.
 pub struct Transports {
-    pub choice: TransportChoice,
     decided: OnceLock<Transport>,
 }
 
@@ -46,7 +45,7 @@ impl Transports {
             }
             TransportChoice::Auto => {}
         }
-        Self { choice, decided }
+        Self { decided }
     }
 
     /// The transport, if decided.

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use super::Gateway;
 use super::ladder;
 use super::pool::{Backend, Unavailable};
-use super::routes::{json, json_error, sse, sse_event};
-use super::session::{Conflict, Event, Session};
+use super::routes::{json, json_error, sse, sse_event, undeliverable_response};
+use super::session::{Conflict, Event, Session, Undeliverable};
 use super::sessions::Refused;
 use crate::era::bridge::{answer_for_modern, discover_result, modern_answer_for_modern};
 use crate::era::{
@@ -134,7 +134,7 @@ pub async fn post(
     }
     match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,
-        Err(refusal) => refusal.response(&request.raw_id),
+        Err(refusal) => refusal.response(gateway, &request.raw_id),
     }
 }
 
@@ -187,11 +187,11 @@ struct Question {
 enum SendRefused {
     Full(usize),
     Conflict,
-    Undeliverable(super::session::Undeliverable),
+    Undeliverable(Undeliverable),
 }
 
 impl SendRefused {
-    fn response(&self, raw_id: &str) -> Response<Body> {
+    fn response(&self, gateway: &Gateway, raw_id: &str) -> Response<Body> {
         match self {
             SendRefused::Full(max) => json_error(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -207,18 +207,14 @@ impl SendRefused {
                 INVALID_REQUEST,
                 "Conflict: gateway id reused",
             ),
-            SendRefused::Undeliverable(super::session::Undeliverable::Full) => json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                raw_id,
-                INTERNAL_ERROR,
-                "Service Unavailable: the MCP server is not reading its input (--child-queue is full); try again later",
-            ),
-            SendRefused::Undeliverable(super::session::Undeliverable::Gone) => json_error(
+            // No session to be "not found": the pool replaces the child on the next request.
+            SendRefused::Undeliverable(Undeliverable::Gone) => json_error(
                 StatusCode::BAD_GATEWAY,
                 raw_id,
                 INTERNAL_ERROR,
                 "the MCP server process has exited; try again",
             ),
+            SendRefused::Undeliverable(full) => undeliverable_response(gateway, raw_id, full),
         }
     }
 }
@@ -636,11 +632,10 @@ async fn resume(
             "inputResponses.{key} must be the result object of {method}"
         ));
     }
-    let answer = json!({"jsonrpc": "2.0", "id": Value::Null, "result": response});
-    let answer = answer.to_string().replacen(
-        "\"id\":null",
-        &format!("\"id\":{}", parked.question.child_raw_id),
-        1,
+    // The child's own id, byte for byte.
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{response}}}"#,
+        parked.question.child_raw_id
     );
     backend.session.answered_question(&parked.flight.guard.key);
     if let Err(undeliverable) = backend
@@ -648,7 +643,7 @@ async fn resume(
         .send_to_child(Bytes::from(answer), gateway.config.response_timeout)
         .await
     {
-        return SendRefused::Undeliverable(undeliverable).response(&request.raw_id);
+        return SendRefused::Undeliverable(undeliverable).response(gateway, &request.raw_id);
     }
     respond(gateway, backend, request, parked.flight).await
 }

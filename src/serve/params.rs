@@ -12,8 +12,7 @@ use tokio::sync::broadcast;
 
 use super::Gateway;
 use super::pool::Backend;
-use super::session::Event;
-use crate::era::tools::{ParamHeader, check_values, param_headers};
+use crate::era::tools::{MAX_LIST_PAGES, ParamHeader, check_values, param_headers};
 use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::jsonrpc::message::IdKey;
 
@@ -52,9 +51,6 @@ impl ToolCache {
     }
 }
 
-/// Pages of `tools/list` read at most: a child that pages forever is not followed.
-const MAX_PAGES: usize = 32;
-
 /// Checks the call's headers; `Err` says which header is wrong and why.
 pub async fn check(
     gateway: &Arc<Gateway>,
@@ -79,7 +75,7 @@ pub async fn check(
 async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> ToolHeaders {
     let mut found = ToolHeaders::new();
     let mut cursor: Option<Value> = None;
-    for _ in 0..MAX_PAGES {
+    for _ in 0..MAX_LIST_PAGES {
         let mut params = Map::new();
         if backend.modern {
             params.insert(
@@ -132,27 +128,11 @@ pub async fn ask(
         method,
         &params,
     ));
-    let key = IdKey::Str(id);
-    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-    backend
+    let answer = backend
         .session
-        .register(key.clone(), &line, None, tx)
+        .ask(IdKey::Str(id), line, gateway.config.response_timeout)
+        .await
         .ok()?;
-    let timeout = gateway.config.response_timeout;
-    let answered = async {
-        backend.session.send_to_child(line, timeout).await.ok()?;
-        loop {
-            match rx.recv().await? {
-                Event::Answer(answer) => {
-                    let mut value: Value = serde_json::from_slice(&answer).ok()?;
-                    return value.get_mut("result").map(Value::take);
-                }
-                Event::Message(_) => continue,
-                Event::Failed(_) => return None,
-            }
-        }
-    };
-    let result = tokio::time::timeout(timeout, answered).await.ok().flatten();
-    backend.session.forget(&key);
-    result
+    let mut value: Value = serde_json::from_slice(&answer).ok()?;
+    value.get_mut("result").map(Value::take)
 }

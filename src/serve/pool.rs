@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, mpsc};
+use tokio::sync::OnceCell;
 
 use super::Gateway;
 use super::child_era::ChildEra;
 use super::params::ToolCache;
-use super::session::{Event, Session};
+use super::session::{Session, Unanswered};
 use super::sessions::Refused;
 use crate::era::{LATEST_LEGACY_VERSION, relay_info};
 use crate::jsonrpc::message::IdKey;
@@ -120,44 +120,37 @@ async fn start(
     if matches!(era, ChildEra::Modern) {
         return Ok(modern_backend(session));
     }
-    let (tx, mut rx) = mpsc::channel(8);
     let request = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
         "protocolVersion": LATEST_LEGACY_VERSION,
         "capabilities": {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
         "clientInfo": relay_info(),
     }});
-    let line = Bytes::from(request.to_string());
-    let key = IdKey::Str(id);
     let fail = |why: String| {
         gateway.sessions.end(&session);
         Unavailable::Handshake(why)
     };
-    session
-        .register(key.clone(), &line, None, tx)
-        .map_err(|_| fail("the handshake could not be registered".into()))?;
-    if session
-        .send_to_child(line, gateway.config.response_timeout)
+    let wait = gateway.config.response_timeout;
+    let answer = match session
+        .ask(IdKey::Str(id), Bytes::from(request.to_string()), wait)
         .await
-        .is_err()
     {
-        return Err(fail("the MCP server process exited at once".into()));
-    }
-    let answer = loop {
-        match tokio::time::timeout(gateway.config.response_timeout, rx.recv()).await {
-            Ok(Some(Event::Answer(line))) => break line,
-            Ok(Some(Event::Message(_))) => continue,
-            Ok(Some(Event::Failed(why))) => return Err(fail(why)),
-            Ok(None) => {
-                return Err(fail(
-                    "the MCP server process exited during the handshake".into(),
-                ));
-            }
-            Err(_) => {
-                return Err(fail(format!(
-                    "the MCP server did not answer initialize within {} s (--timeout-response)",
-                    gateway.config.response_timeout.as_secs_f64()
-                )));
-            }
+        Ok(answer) => answer,
+        Err(Unanswered::Refused) => {
+            return Err(fail("the handshake could not be registered".into()));
+        }
+        Err(Unanswered::NotSent) => {
+            return Err(fail("the MCP server process exited at once".into()));
+        }
+        Err(Unanswered::Failed(why)) => {
+            return Err(fail(format!(
+                "the MCP server process exited during the handshake: {why}"
+            )));
+        }
+        Err(Unanswered::TimedOut) => {
+            return Err(fail(format!(
+                "the MCP server did not answer initialize within {} s (--timeout-response)",
+                wait.as_secs_f64()
+            )));
         }
     };
     let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -51,6 +51,19 @@ pub enum Undeliverable {
     Gone,
     /// The child has not read its input for the whole wait: `--child-queue` is full.
     Full,
+}
+
+/// Why a request of the gateway's own got no answer.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// It could not be registered (its id is taken, or the session is full).
+    Refused,
+    /// The child could not be given it.
+    NotSent,
+    /// The child failed or ended before answering.
+    Failed(String),
+    /// No answer within the wait.
+    TimedOut,
 }
 
 /// Why a request cannot be registered.
@@ -186,6 +199,32 @@ impl Session {
     }
 
     /// Stops waiting for `id` (the client gave up, or the answer never came in time).
+    /// Sends a request of the gateway's own (`line`, with id `id`) and waits at most
+    /// `wait` for its answer, ignoring what else the child says meanwhile.
+    pub async fn ask(&self, id: IdKey, line: Bytes, wait: Duration) -> Result<Bytes, Unanswered> {
+        let (tx, mut rx) = mpsc::channel(8);
+        self.register(id.clone(), &line, None, tx)
+            .map_err(|_| Unanswered::Refused)?;
+        let answered = async {
+            self.send_to_child(line, wait)
+                .await
+                .map_err(|_| Unanswered::NotSent)?;
+            loop {
+                match rx.recv().await {
+                    Some(Event::Answer(answer)) => return Ok(answer),
+                    Some(Event::Message(_)) => continue,
+                    Some(Event::Failed(why)) => return Err(Unanswered::Failed(why)),
+                    None => return Err(Unanswered::Failed("the child ended".into())),
+                }
+            }
+        };
+        let result = tokio::time::timeout(wait, answered)
+            .await
+            .unwrap_or(Err(Unanswered::TimedOut));
+        self.forget(&id);
+        result
+    }
+
     /// The child's question to call `id` was answered: the call may ask again.
     pub fn answered_question(&self, id: &IdKey) {
         self.set_asking(id, false);
@@ -427,7 +466,13 @@ pub fn request_progress_token(params: Option<&RawValue>) -> Option<String> {
 /// `params._meta["io.modelcontextprotocol/subscriptionId"]` of a notification, as the key
 /// its listen request was registered under.
 fn subscription_of(params: Option<&RawValue>) -> Option<IdKey> {
-    let params: Value = serde_json::from_str(params?.get()).ok()?;
+    let params = params?.get();
+    // Most notifications are not tagged: not worth a parse (log lines can be large).
+    memchr::memmem::find(
+        params.as_bytes(),
+        crate::era::META_SUBSCRIPTION_ID.as_bytes(),
+    )?;
+    let params: Value = serde_json::from_str(params).ok()?;
     let id = params.get("_meta")?.get(crate::era::META_SUBSCRIPTION_ID)?;
     IdKey::from_raw(&serde_json::value::to_raw_value(id).ok()?)
 }
