@@ -94,6 +94,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             {"name": "progress", "inputSchema": {"type": "object"}},
             {"name": "ask", "inputSchema": {"type": "object"}},
             {"name": "announce", "inputSchema": {"type": "object"}},
+            {"name": "announce-burst", "inputSchema": {"type": "object"}},
             {"name": "crash", "inputSchema": {"type": "object"}},
             {"name": "grandchild", "inputSchema": {"type": "object"}},
             {"name": "whoami", "inputSchema": {"type": "object"}},
@@ -146,6 +147,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                 }
                 // Answers, then announces a change that belongs to no request.
                 "announce" => text("will announce".into()),
+                "announce-burst" => text("will announce three times at once".into()),
                 "crash" => std::process::exit(3),
                 // Left running on purpose: the gateway must end it with the process group.
                 #[allow(clippy::zombie_processes)]
@@ -183,6 +185,14 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         }
     };
     send(out, &answer(result));
+    // Three changes in one write: a reader that buffers fewer falls behind.
+    if request["params"]["name"] == "announce-burst" {
+        std::thread::sleep(Duration::from_millis(50));
+        let change = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        let mut out = out.lock().unwrap();
+        write!(out, "{change}\n{change}\n{change}\n").unwrap();
+        out.flush().unwrap();
+    }
     if request["params"]["name"] == "announce" {
         std::thread::sleep(Duration::from_millis(50));
         send(

@@ -581,3 +581,27 @@ async fn a_child_that_refuses_initialize_with_32022_proves_the_probe_wrong() {
     // From now on every child is a 2026-07-28 one, without a handshake to refuse.
     serve.assert_echoes(2, "on").await;
 }
+
+#[tokio::test]
+async fn a_listen_that_falls_behind_replay_buffer_is_ended_without_its_result() {
+    let serve = Serve::start(&["--replay-buffer", "2"]).await;
+    let asked = json!({"notifications": {"toolsListChanged": true}});
+    let response = serve
+        .open_modern(json!("l-1"), "subscriptions/listen", asked)
+        .await;
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    // The stream is alive: its acknowledgement came.
+    read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
+    // Three changes in one burst, two kept: the listen lost one and must resync.
+    let burst = serve.tool(2, "announce-burst").await;
+    assert_eq!(burst.status, 200, "{}", burst.body);
+    let rest = tokio::time::timeout(DEADLINE, http_body_util::BodyExt::collect(body))
+        .await
+        .expect("the listen ended")
+        .unwrap()
+        .to_bytes();
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(!rest.contains("resultType"), "no graceful result: {rest}");
+    serve.wait_stderr("fell behind").await;
+}

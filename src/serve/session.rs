@@ -17,10 +17,6 @@ use tokio_util::sync::CancellationToken;
 use super::child::Output;
 use crate::jsonrpc::message::{self, IdKey, Kind};
 
-/// Change notifications kept for a slow `subscriptions/listen` stream; one that falls
-/// further behind is told to resync.
-const CHANGES_BUFFER: usize = 64;
-
 /// What a waiting request hears.
 #[derive(Debug, Clone)]
 pub enum Event {
@@ -139,7 +135,9 @@ impl Session {
             created: Instant::now(),
             dropped_events: AtomicU64::new(0),
             pooled,
-            changes: broadcast::channel(CHANGES_BUFFER).0,
+            // `--replay-buffer` bounds what a slow listen may fall behind, as it bounds
+            // what a GET stream can replay; a listen further behind is ended to resync.
+            changes: broadcast::channel(replay.max(1)).0,
         }
     }
 
