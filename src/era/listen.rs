@@ -2,21 +2,28 @@
 //! asked notification types the server can deliver, the acknowledgement, which change
 //! notifications a subscription receives, and how they are tagged.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
 use super::META_SUBSCRIPTION_ID;
 
 /// What one subscription receives: the asked types the server can deliver.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
     /// Resource URIs; an update of a URI under one of them matches.
-    pub uris: Vec<String>,
+    pub uris: BTreeSet<String>,
 }
 
 impl Filter {
+    /// Nothing asked for.
+    pub fn is_empty(&self) -> bool {
+        !self.tools && !self.prompts && !self.resources && self.uris.is_empty()
+    }
+
     /// The subset of `asked` (the listen's `notifications`) that a server with these
     /// handshake `capabilities` honours: list-changed types it declares, and resource
     /// subscriptions only if it declares `resources.subscribe`.
@@ -49,7 +56,7 @@ impl Filter {
         }
     }
 
-    /// The `notifications` object of the acknowledgement.
+    /// The `notifications` object of a listen request or of its acknowledgement.
     pub fn honoured(&self) -> Value {
         let mut honoured = Map::new();
         for (key, on) in [

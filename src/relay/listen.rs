@@ -2,7 +2,6 @@
 //! (list changes the server advertises, `resources/subscribe`) is carried on one
 //! `subscriptions/listen` stream, re-opened when the interest changes or the stream drops.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,52 +18,8 @@ use crate::era::META_SUBSCRIPTION_ID;
 use crate::era::envelope::{self, request_line};
 use crate::jsonrpc::message::{IdKey, Kind, Message};
 
-/// What the host wants to hear about.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Interest {
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-    pub uris: BTreeSet<String>,
-}
-
-impl Interest {
-    fn is_empty(&self) -> bool {
-        !self.tools && !self.prompts && !self.resources && self.uris.is_empty()
-    }
-
-    fn filter(&self) -> Value {
-        let mut filter = Map::new();
-        for (key, wanted) in [
-            ("toolsListChanged", self.tools),
-            ("promptsListChanged", self.prompts),
-            ("resourcesListChanged", self.resources),
-        ] {
-            if wanted {
-                filter.insert(key.into(), true.into());
-            }
-        }
-        if !self.uris.is_empty() {
-            filter.insert("resourceSubscriptions".into(), json!(self.uris));
-        }
-        Value::Object(filter)
-    }
-
-    /// Whether a notification on the stream is one the host asked for.
-    fn wants(&self, method: &str, params: Option<&Value>) -> bool {
-        match method {
-            "notifications/tools/list_changed" => self.tools,
-            "notifications/prompts/list_changed" => self.prompts,
-            "notifications/resources/list_changed" => self.resources,
-            "notifications/resources/updated" => {
-                let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
-                // A sub-resource of a subscribed URI counts (§4.11).
-                uri.is_some_and(|uri| self.uris.iter().any(|s| uri.starts_with(s.as_str())))
-            }
-            _ => false,
-        }
-    }
-}
+/// What the host wants to hear about: a listen filter.
+pub type Interest = crate::era::listen::Filter;
 
 pub struct Listens {
     interest: watch::Sender<Interest>,
@@ -193,7 +148,7 @@ async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version
 async fn listen_once(relay: &Relay, wanted: &Interest, version: &str, resync: bool) -> Ended {
     let mut params = Map::new();
     envelope::stamp(&mut params, &relay.legacy_host.profile().stamp(version));
-    params.insert("notifications".into(), wanted.filter());
+    params.insert("notifications".into(), wanted.honoured());
     let id = relay.next_upstream_id("listen");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let headers = match modern_headers(version, "subscriptions/listen", Some(&params)) {

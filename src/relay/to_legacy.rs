@@ -607,7 +607,7 @@ async fn listen(
             uris.push(uri);
         }
     }
-    filter.uris = uris.clone();
+    filter.uris = uris.iter().cloned().collect();
     let subscription_id: Value = serde_json::from_str(&request.raw_id).unwrap_or(Value::Null);
     let ack = listen::acknowledgement(&subscription_id, &filter);
     let subscription = Subscription {

@@ -49,7 +49,7 @@ pub async fn serve(
     };
     for uri in std::mem::take(&mut filter.uris) {
         if subscribed.add(&uri).await {
-            filter.uris.push(uri);
+            filter.uris.insert(uri);
         }
     }
     let id: Value = serde_json::from_str(raw_id).unwrap_or(Value::Null);
