@@ -76,12 +76,17 @@ def python_sdk_server(request):
     server.stop()
 
 
-@pytest.fixture
-def everything_server():
+def start_everything(mode: str) -> Server:
+    """server-everything over HTTP in `mode` (`streamableHttp` or `sse`) on a free port."""
     port = free_port()
     env = node_env()
     env["PORT"] = str(port)
-    server = Server([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "streamableHttp"], port, env=env)
+    return Server([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), mode], port, env=env)
+
+
+@pytest.fixture
+def everything_server():
+    server = start_everything("streamableHttp")
     yield server
     server.stop()
 

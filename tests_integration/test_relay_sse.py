@@ -10,7 +10,7 @@ import time
 
 import anyio
 import pytest
-from conftest import HERE, NODE_BIN, NPM_BIN, Server, free_port, node_env
+from conftest import HERE, Server, free_port, start_everything
 from host import through_relay
 from mcp.shared.exceptions import MCPError
 from test_server_everything import EXPECTED, sample_arguments
@@ -20,11 +20,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def everything_sse():
-    port = free_port()
-    env = node_env()
-    env["PORT"] = str(port)
-    server = Server([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "sse"], port, env=env)
-    server.url = f"http://127.0.0.1:{port}/sse"
+    server = start_everything("sse")
+    server.url = f"http://127.0.0.1:{server.port}/sse"
     yield server
     server.stop()
 
