@@ -350,7 +350,7 @@ async fn catastrophic_patterns_run_in_linear_time() {
 #[tokio::test]
 async fn malformed_requests_are_protocol_errors_that_name_the_field() {
     let (_top, root) = workspace();
-    let mut sandbox = Sandbox::legacy(&root, &[]).await;
+    let mut sandbox = Sandbox::legacy(&root, &["--page-size", "4"]).await;
     let (unknown, _) = sandbox
         .request("tools/call", json!({"name": "rm_rf", "arguments": {}}))
         .await;
@@ -377,7 +377,7 @@ async fn malformed_requests_are_protocol_errors_that_name_the_field() {
     sandbox.stdin.write_all(b"not json\n").await.unwrap();
     let parse: Value = serde_json::from_str(&sandbox.recv_raw().await).unwrap();
     assert_eq!(parse["error"]["code"], -32700);
-    // tools/list is paged and deterministic.
+    // tools/list is paged (at --page-size) and deterministic.
     let (page1, _) = sandbox.request("tools/list", json!({})).await;
     let cursor = page1["result"]["nextCursor"].as_str().unwrap().to_owned();
     let (page2, _) = sandbox
@@ -412,6 +412,23 @@ async fn malformed_requests_are_protocol_errors_that_name_the_field() {
         .request("tools/list", json!({"cursor": "nope"}))
         .await;
     assert_eq!(bad_cursor["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn every_tool_is_on_the_first_page_by_default() {
+    // Several hosts read only the first page of tools/list.
+    let (_top, root) = workspace();
+    let mut sandbox = Sandbox::legacy(&root, &[]).await;
+    let (page, _) = sandbox.request("tools/list", json!({})).await;
+    assert_eq!(page["result"]["tools"].as_array().unwrap().len(), 7);
+    assert!(page["result"].get("nextCursor").is_none(), "{page}");
+    let mut sandbox = Sandbox::legacy(&root, &["--page-size", "7"]).await;
+    let (page, _) = sandbox.request("tools/list", json!({})).await;
+    assert_eq!(page["result"]["tools"].as_array().unwrap().len(), 7);
+    assert!(page["result"].get("nextCursor").is_none(), "{page}");
+    let mut sandbox = Sandbox::legacy(&root, &["--page-size", "6"]).await;
+    let (page, _) = sandbox.request("tools/list", json!({})).await;
+    assert_eq!(page["result"]["nextCursor"], "page:6");
 }
 
 #[tokio::test]

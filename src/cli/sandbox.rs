@@ -51,6 +51,11 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_calls: u64,
 
+    /// Tools per `tools/list` page. The default lists every tool on the first page, since
+    /// several hosts never ask for a second one; a lower value pages with a cursor.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub page_size: u64,
+
     /// Largest single message read from stdin, in bytes.
     #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
     pub max_message_size: u64,
@@ -87,6 +92,7 @@ pub fn sandbox_config(args: SandboxArgs) -> Result<SandboxConfig, String> {
         },
         call_timeout: args.call_timeout,
         max_concurrent_calls: args.max_concurrent_calls as usize,
+        page_size: args.page_size as usize,
         max_message_size: args.max_message_size as usize,
     })
 }

@@ -34,6 +34,9 @@ pub struct SandboxConfig {
     pub limits: Limits,
     pub call_timeout: Duration,
     pub max_concurrent_calls: usize,
+    /// Tools per `tools/list` page (`--page-size`): by default more than the server has,
+    /// because several hosts read only the first page.
+    pub page_size: usize,
     pub max_message_size: usize,
 }
 

@@ -22,9 +22,6 @@ use crate::jsonrpc::error::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, e
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::jsonrpc::writer::Outbox;
 
-/// Tools per `tools/list` page.
-const PAGE: usize = 4;
-
 pub struct Server {
     pub config: SandboxConfig,
     pub workspace: Workspace,
@@ -254,12 +251,13 @@ impl Server {
             .tools
             .iter()
             .skip(start)
-            .take(PAGE)
+            .take(self.config.page_size)
             .map(Tool::definition)
             .collect();
         let mut result = json!({"tools": page});
-        if start + PAGE < self.tools.len() {
-            result["nextCursor"] = format!("page:{}", start + PAGE).into();
+        let next = start + self.config.page_size;
+        if next < self.tools.len() {
+            result["nextCursor"] = format!("page:{next}").into();
         }
         if modern {
             result["ttlMs"] = 3_600_000.into();
