@@ -16,7 +16,7 @@ mod tokens;
 use crate::http::client::ClientOptions;
 use crate::logging::{self, LogFormat, LogLevel};
 use crate::relay::RelayConfig;
-use crate::relay::transport::TransportChoice;
+use crate::relay::config::TransportChoice;
 
 /// Exit code for a bad flag, argument or environment value.
 pub const EXIT_USAGE: i32 = 2;
@@ -336,13 +336,15 @@ fn relay_config(
     let settings = args.oauth_args.settings()?;
     let oauth = match oauth::token_file(&env) {
         _ if static_authorization => None,
-        Ok(token_file) => Some(crate::oauth::RelayOAuth {
+        Ok(token_file) => Some(crate::oauth::OAuthConfig {
             settings,
             interactive,
-            token_file,
-            token_store: args.oauth_args.store.token_store.into(),
-            keyring_timeout: args.oauth_args.store.keyring_timeout,
-            python_tokens: crate::oauth::store::file::FileStore::python_path(&env),
+            store: crate::oauth::store::StoreConfig {
+                token_file,
+                choice: args.oauth_args.store.token_store.into(),
+                keyring_timeout: args.oauth_args.store.keyring_timeout,
+                python_tokens: crate::oauth::store::file::FileStore::python_path(&env),
+            },
         }),
         Err(e) if interactive => return Err(format!("--oauth: {e}")),
         Err(_) => None,
@@ -360,9 +362,9 @@ fn relay_config(
         retry_after_cap: args.retry_after_max,
         max_reconnects: args.max_reconnects,
         protocol_era: match args.protocol_era {
-            ProtocolEra::Auto => crate::relay::detect::EraChoice::Auto,
-            ProtocolEra::Legacy => crate::relay::detect::EraChoice::Legacy,
-            ProtocolEra::Modern => crate::relay::detect::EraChoice::Modern,
+            ProtocolEra::Auto => crate::relay::config::EraChoice::Auto,
+            ProtocolEra::Legacy => crate::relay::config::EraChoice::Legacy,
+            ProtocolEra::Modern => crate::relay::config::EraChoice::Modern,
         },
         transport: match args.transport {
             TransportArg::StreamableHttp => TransportChoice::StreamableHttp,

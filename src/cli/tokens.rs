@@ -10,12 +10,13 @@ use super::oauth::{OAuthArgs, StoreArgs, token_file};
 use super::{EXIT_USAGE, parse_upstream_url, positive_seconds, report_usage_error, run_async};
 use crate::http::client::{ClientOptions, parse_extra_roots};
 use crate::logging::{self, LogFormat, LogLevel, notice};
+use crate::oauth::OAuthConfig;
 use crate::oauth::flow::ServerAuth;
 use crate::oauth::http::OAuthHttp;
 use crate::oauth::revoke::revoke;
 use crate::oauth::store::backend::TokenStore;
 use crate::oauth::store::file::FileStore;
-use crate::oauth::store::{Grant, grant_key};
+use crate::oauth::store::{Grant, StoreConfig, grant_key};
 use crate::oauth::token::{TokenFailure, needs_refresh, unix_now};
 
 /// The connection flags the terminal commands share with `relay`.
@@ -119,22 +120,31 @@ fn server_auth(
     connection: &Connection,
 ) -> Result<ServerAuth, String> {
     let server = parse_upstream_url(url)?;
-    let settings = oauth.settings()?;
-    Ok(ServerAuth {
-        http: OAuthHttp::new(
-            client_options(connection)?,
-            connection.max_message_size as usize,
-        ),
-        store: store(oauth.store)?,
+    let config = OAuthConfig {
+        settings: oauth.settings()?,
+        interactive: false,
+        store: store_config(oauth.store)?,
+    };
+    config.server_auth(
+        client_options(connection)?,
+        connection.max_message_size as usize,
         server,
-        settings,
+    )
+}
+
+/// Where a terminal command's grants are, as the relay would find them.
+fn store_config(args: StoreArgs) -> Result<StoreConfig, String> {
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(StoreConfig {
+        token_file: token_file(env)?,
+        choice: args.token_store.into(),
+        keyring_timeout: args.keyring_timeout,
+        python_tokens: FileStore::python_path(env),
     })
 }
 
 fn store(args: StoreArgs) -> Result<TokenStore, String> {
-    let env = |name: &str| std::env::var(name).ok();
-    let file = FileStore::new(token_file(env)?).importing(FileStore::python_path(env));
-    TokenStore::open_with_patience(args.token_store.into(), file, args.keyring_timeout)
+    store_config(args)?.open()
 }
 
 pub fn login(args: LoginArgs) -> i32 {

@@ -1,13 +1,10 @@
-//! The OAuth 2.1 client of the relay (MCP authorization, `docs/oauth.md`).
-//!
-//! Built so far: reading `WWW-Authenticate` challenges, the metadata locations and the URL
-//! rules, metadata checks (issuer, PKCE S256, https endpoints), discovery over HTTP that
-//! never follows a redirect, the token file (private, atomic, symlink-proof), PKCE and
-//! `state`, the authorization URL and the callback checks (state, RFC 9207 `iss`), and
-//! token answers (dead vs passing failures, refresh-token retention). Not yet: client
-//! registration, the loopback callback server, the browser and device flows, using and
-//! refreshing tokens in the relay, the keyring backend, the cross-process lock, and the
-//! `login` / `logout` / `status` / `token` commands.
+//! The OAuth 2.1 client of the relay and of `login` / `logout` / `status` / `token`
+//! (MCP authorization, `docs/oauth.md`): challenges and discovery (RFC 9728, RFC 8414,
+//! OIDC), client identity (pre-registered, Client ID Metadata Documents, Dynamic Client
+//! Registration), the browser flow with PKCE and a loopback callback, the device flow,
+//! client credentials and `private_key_jwt`, token answers and refresh, revocation, the
+//! relay's token provider, and the token stores (OS keyring, private file, the Python
+//! tool's file imported, a cross-process lock).
 
 pub mod authorize;
 pub mod callback;
@@ -29,17 +26,30 @@ pub mod store;
 pub mod token;
 pub mod wellknown;
 
-/// What the relay needs to use OAuth for its server.
+/// How logins are made and where they are kept: what the relay needs to use OAuth for its
+/// server, and what `login` and `token` need for theirs.
 #[derive(Debug, Clone)]
-pub struct RelayOAuth {
+pub struct OAuthConfig {
     pub settings: flow::Settings,
     /// `--oauth`: a browser login may start when no usable grant exists.
     pub interactive: bool,
-    pub token_file: std::path::PathBuf,
-    /// `--token-store`.
-    pub token_store: store::backend::Choice,
-    /// `--keyring-timeout`: how long one OS keyring call may take.
-    pub keyring_timeout: std::time::Duration,
-    /// The Python mcp-stdio's token file, imported on first use.
-    pub python_tokens: Option<std::path::PathBuf>,
+    /// Where the grants are kept.
+    pub store: store::StoreConfig,
+}
+
+impl OAuthConfig {
+    /// One server's login state, over an OAuth HTTP client with these settings.
+    pub fn server_auth(
+        &self,
+        client: crate::http::client::ClientOptions,
+        max_body: usize,
+        server: url::Url,
+    ) -> Result<flow::ServerAuth, String> {
+        Ok(flow::ServerAuth {
+            http: http::OAuthHttp::new(client, max_body),
+            store: self.store.open()?,
+            server,
+            settings: self.settings.clone(),
+        })
+    }
 }

@@ -22,6 +22,18 @@ pub struct TokenProvider {
 }
 
 impl TokenProvider {
+    /// The provider for `server`, built the one way the relay and the terminal commands
+    /// share (store, then the server's login state, then this).
+    pub fn for_server(
+        oauth: &super::OAuthConfig,
+        client: &crate::http::client::ClientOptions,
+        max_body: usize,
+        server: &url::Url,
+    ) -> Result<Self, String> {
+        let session = oauth.server_auth(client.clone(), max_body, server.clone())?;
+        Ok(Self::new(session, oauth.interactive))
+    }
+
     pub fn new(session: ServerAuth, interactive: bool) -> Self {
         let stored = session.stored().unwrap_or_else(|e| {
             tracing::warn!("{e}");

@@ -6,14 +6,16 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
 
-use super::Relay;
-use super::exchange::{is_event_stream, is_jsonrpc_error, read_capped, status_failure};
-use super::gate::Failure;
-use super::upstream::{Wire, requested_delay};
 use crate::http::sse::{self, SseError};
 use crate::jsonrpc::error::with_error_object;
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
+use crate::relay::context::Ctx;
+use crate::relay::gate::Failure;
+use crate::relay::link::response::{
+    is_event_stream, is_jsonrpc_error, read_capped, requested_delay, status_failure,
+};
+use crate::relay::link::session::Wire;
 
 /// What to do with a message on the request's stream that is not its answer.
 pub enum Aside {
@@ -42,20 +44,21 @@ pub struct Outgoing<'a> {
 
 /// Sends `request` and returns the line that answers it (carrying the request's own id).
 pub async fn call(
-    relay: &Relay,
+    ctx: &Ctx,
     request: Outgoing<'_>,
     aside: &mut AsideFn<'_>,
 ) -> Result<Vec<u8>, Failure> {
     let mut recovered = false;
     loop {
-        let posted = relay
+        let posted = ctx
+            .link
             .upstream
             .post_as(request.body.clone(), &request.wire, request.replay_safe)
             .await?;
         let status = posted.response.status();
         if status == StatusCode::NOT_FOUND && posted.carried_session && !recovered {
-            relay.upstream.reinitialize(posted.generation).await?;
-            relay.restart_server_stream();
+            ctx.link.upstream.reinitialize(posted.generation).await?;
+            ctx.restart_server_stream();
             recovered = true;
             continue;
         }
@@ -66,14 +69,14 @@ pub async fn call(
             )
             .with_data(serde_json::json!({ "httpStatus": 202 })));
         }
-        let max = relay.upstream.max_message_size();
+        let max = ctx.link.upstream.max_message_size();
         if status.is_success() && is_event_stream(&response) {
-            return read_stream(relay, &request, response, aside).await;
+            return read_stream(ctx, &request, response, aside).await;
         }
         let retry_after = requested_delay(&response);
         let body = read_capped(response, max).await?;
         if status.is_success() || is_jsonrpc_error(&body) {
-            if let Some(answer) = take(relay, &request, &body, aside).await? {
+            if let Some(answer) = take(ctx, &request, &body, aside).await? {
                 return Ok(answer);
             }
             if status.is_success() {
@@ -84,7 +87,7 @@ pub async fn call(
         }
         if matches!(request.wire, Wire::Modern { .. }) && matches!(status.as_u16(), 400 | 404 | 405)
         {
-            relay.eras.proven_wrong(
+            ctx.eras.proven_wrong(
                 crate::era::Era::Modern,
                 &format!("HTTP {status} without a JSON-RPC answer to a 2026-07-28 request"),
             );
@@ -97,12 +100,12 @@ pub async fn call(
 /// server numbered its events is resumed with GET and `Last-Event-ID` (after the server's
 /// `retry:` delay), as the relay core does; a 2026-07-28 stream cannot be resumed.
 async fn read_stream(
-    relay: &Relay,
+    ctx: &Ctx,
     request: &Outgoing<'_>,
     response: crate::http::response::Response,
     aside: &mut AsideFn<'_>,
 ) -> Result<Vec<u8>, Failure> {
-    let max = relay.upstream.max_message_size();
+    let max = ctx.link.upstream.max_message_size();
     let resumable = matches!(request.wire, Wire::Legacy { .. });
     let mut events = sse::events(response, max);
     let mut last_event_id: Option<String> = None;
@@ -130,14 +133,14 @@ async fn read_stream(
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue;
             };
-            if let Some(answer) = take(relay, request, data.as_bytes(), aside).await? {
+            if let Some(answer) = take(ctx, request, data.as_bytes(), aside).await? {
                 return Ok(answer);
             }
         };
         let Some(resume_from) = last_event_id.clone().filter(|_| resumable) else {
             return Err(lost(request, &ended));
         };
-        if attempts >= relay.config.max_reconnects {
+        if attempts >= ctx.config.max_reconnects {
             return Err(lost(
                 request,
                 &format!("{ended}; gave up after {attempts} resumption attempts"),
@@ -145,7 +148,7 @@ async fn read_stream(
         }
         attempts += 1;
         tokio::time::sleep(retry.unwrap_or(std::time::Duration::from_secs(1))).await;
-        events = match relay.upstream.get(Some(&resume_from), false).await {
+        events = match ctx.link.upstream.get(Some(&resume_from), false).await {
             Ok(resumed) if resumed.status().is_success() && is_event_stream(&resumed) => {
                 sse::events(resumed, max)
             }
@@ -165,7 +168,7 @@ async fn read_stream(
 
 /// Looks at one payload: the answer is returned; anything else goes to `aside`.
 async fn take(
-    relay: &Relay,
+    ctx: &Ctx,
     request: &Outgoing<'_>,
     payload: &[u8],
     aside: &mut AsideFn<'_>,
@@ -194,27 +197,18 @@ async fn take(
     }
     match aside(&parsed, payload) {
         Aside::Host(line) => {
-            relay.gate.outbox().send(line).await;
+            ctx.gate.outbox().send(line).await;
         }
         Aside::Ignore => {}
-        Aside::Upstream(answer) => post_aside(relay, answer),
+        Aside::Upstream(answer) => ctx.link.deliver_aside(answer),
         Aside::Fail(failure, answer) => {
             if let Some(answer) = answer {
-                post_aside(relay, answer);
+                ctx.link.deliver_aside(answer);
             }
             return Err(failure);
         }
     }
     Ok(None)
-}
-
-/// POSTs an answer to a server request without holding up the stream it came on.
-fn post_aside(relay: &Relay, answer: Bytes) {
-    if let Some(relay) = relay.handle() {
-        tokio::spawn(async move {
-            super::lane::deliver(&relay, answer).await;
-        });
-    }
 }
 
 fn lost(request: &Outgoing<'_>, what: &str) -> Failure {

@@ -1,125 +1,24 @@
-//! Which era each side speaks: the host's from its first request, the upstream's from a
-//! `server/discover` probe (or `--protocol-era`), cached for the life of the process.
-
-use std::sync::{Mutex, OnceLock};
+//! The upstream's era found by evidence: one `server/discover` probe judged as §4.15 of the
+//! wire spec says (cached in `eras`), and the modern request headers every path sends.
 
 use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::{Value, json};
 
-use super::Relay;
-use super::gate::Failure;
-use super::upstream::{Wire, read_first_answer};
 use crate::era::probe::{Verdict, classify};
-use crate::era::{self, Era, MODERN_VERSION, envelope};
-
-/// `--protocol-era`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EraChoice {
-    /// Probe the upstream once and adapt.
-    Auto,
-    /// Speak the handshake era upstream; no probe.
-    Legacy,
-    /// Speak 2026-07-28 upstream whatever a probe says.
-    Modern,
-}
-
-/// What the upstream speaks, once known.
-#[derive(Debug, Clone, PartialEq)]
-pub enum UpstreamEra {
-    Legacy,
-    Modern {
-        version: String,
-        /// Its DiscoverResult, when the probe got one.
-        discover: Option<Value>,
-    },
-}
-
-impl UpstreamEra {
-    pub fn era(&self) -> Era {
-        match self {
-            UpstreamEra::Legacy => Era::Legacy,
-            UpstreamEra::Modern { .. } => Era::Modern,
-        }
-    }
-}
-
-pub struct Eras {
-    choice: EraChoice,
-    host: OnceLock<Era>,
-    upstream: Mutex<Option<UpstreamEra>>,
-    probing: tokio::sync::Mutex<()>,
-}
-
-impl Eras {
-    pub fn new(choice: EraChoice) -> Self {
-        let known = (choice == EraChoice::Legacy).then_some(UpstreamEra::Legacy);
-        Self {
-            choice,
-            host: OnceLock::new(),
-            upstream: Mutex::new(known),
-            probing: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    /// The host's era, once its first deciding request has arrived.
-    pub fn host(&self) -> Option<Era> {
-        self.host.get().copied()
-    }
-
-    /// Decides the host's era from a request, if it is the first that can: `initialize`
-    /// means legacy, an enveloped request modern; `ping` decides nothing (legacy hosts may
-    /// ping before initializing), and anything else is a legacy host that skipped the
-    /// handshake.
-    pub fn note_host_request(&self, method: &str, claims_modern: bool) -> Option<Era> {
-        if let Some(era) = self.host.get() {
-            return Some(*era);
-        }
-        let era = if claims_modern {
-            Era::Modern
-        } else if method == "ping" {
-            return None;
-        } else {
-            Era::Legacy
-        };
-        let era = *self.host.get_or_init(|| era);
-        tracing::info!(host_era = era.name(), "host protocol era");
-        Some(era)
-    }
-
-    /// The upstream's era if already known.
-    pub fn upstream_known(&self) -> Option<UpstreamEra> {
-        self.upstream.lock().expect("era lock").clone()
-    }
-
-    /// Forgets the verdict `was` after the server answered like the other era (a
-    /// redeployed server, a load balancer in front of mixed versions); the next request
-    /// probes again. A forced era (`--protocol-era`) is never forgotten.
-    pub fn proven_wrong(&self, was: Era, evidence: &str) {
-        if self.choice != EraChoice::Auto {
-            return;
-        }
-        let mut upstream = self.upstream.lock().expect("era lock");
-        if upstream.as_ref().map(UpstreamEra::era) == Some(was) {
-            tracing::info!(%evidence, "the upstream no longer answers like a {} server; probing again on the next request", was.name());
-            *upstream = None;
-        }
-    }
-
-    /// Records what a translation learned (the DiscoverResult fetched later).
-    pub fn set_upstream(&self, era: UpstreamEra) {
-        *self.upstream.lock().expect("era lock") = Some(era);
-    }
-}
+use crate::era::{self, MODERN_VERSION, envelope};
+use crate::relay::config::EraChoice;
+use crate::relay::context::Ctx;
+use crate::relay::eras::UpstreamEra;
+use crate::relay::gate::Failure;
+use crate::relay::link::response::read_first_answer;
+use crate::relay::link::session::Wire;
 
 /// The upstream's era, probing once if nobody has yet. `Ok(None)`: the probe saw no era
 /// evidence (authorization refused, a server error, the network): the caller goes on in the
 /// host's era for this request and a later one probes again.
-pub async fn upstream_era(
-    relay: &Relay,
-    capabilities: &Value,
-) -> Result<Option<UpstreamEra>, Failure> {
-    let eras = &relay.eras;
+pub async fn upstream_era(ctx: &Ctx, capabilities: &Value) -> Result<Option<UpstreamEra>, Failure> {
+    let eras = &ctx.eras;
     if let Some(known) = eras.upstream_known() {
         return Ok(Some(known));
     }
@@ -131,7 +30,7 @@ pub async fn upstream_era(
     let mut tried = vec![];
     let verdict = loop {
         tried.push(version.clone());
-        let verdict = match probe(relay, &version, capabilities).await {
+        let verdict = match probe(ctx, &version, capabilities).await {
             Ok(verdict) => verdict,
             Err(failure) => Verdict::Undecided(failure.message),
         };
@@ -172,10 +71,10 @@ pub async fn upstream_era(
 }
 
 /// One `server/discover` POST with modern headers and the classification of its outcome.
-async fn probe(relay: &Relay, version: &str, capabilities: &Value) -> Result<Verdict, Failure> {
+async fn probe(ctx: &Ctx, version: &str, capabilities: &Value) -> Result<Verdict, Failure> {
     let request = json!({
         "jsonrpc": "2.0",
-        "id": relay.next_upstream_id("probe"),
+        "id": ctx.next_upstream_id("probe"),
         "method": "server/discover",
         "params": {"_meta": {
             era::META_PROTOCOL_VERSION: version,
@@ -189,9 +88,9 @@ async fn probe(relay: &Relay, version: &str, capabilities: &Value) -> Result<Ver
         long_lived: false,
     };
     let body = Bytes::from(serde_json::to_vec(&request).expect("JSON serializes"));
-    let posted = relay.upstream.post_as(body, &wire, true).await?;
+    let posted = ctx.link.upstream.post_as(body, &wire, true).await?;
     let status = posted.response.status().as_u16();
-    let answer = read_first_answer(posted.response, relay.upstream.max_message_size())
+    let answer = read_first_answer(posted.response, ctx.link.upstream.max_message_size())
         .await
         .ok();
     Ok(classify(status, answer.as_deref(), version))

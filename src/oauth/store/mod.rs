@@ -15,6 +15,30 @@ use url::Url;
 
 use super::secret::Secret;
 
+/// Where the grants are kept: `--token-store`, the token file, the Python tool's file to
+/// import, and how long one OS keyring call may take.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub token_file: std::path::PathBuf,
+    /// `--token-store`.
+    pub choice: backend::Choice,
+    /// `--keyring-timeout`.
+    pub keyring_timeout: std::time::Duration,
+    /// The Python mcp-stdio's token file, imported on first use.
+    pub python_tokens: Option<std::path::PathBuf>,
+}
+
+impl StoreConfig {
+    /// Opens the store this names: the OS keyring or the private file (with the Python
+    /// tool's file imported on first use), each keyring call bounded. The one way the
+    /// relay and the terminal commands open it.
+    pub fn open(&self) -> Result<backend::TokenStore, String> {
+        let file =
+            file::FileStore::new(self.token_file.clone()).importing(self.python_tokens.clone());
+        backend::TokenStore::open_with_patience(self.choice, file, self.keyring_timeout)
+    }
+}
+
 /// Tokens for one server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {

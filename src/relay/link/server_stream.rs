@@ -8,24 +8,24 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::StreamExt;
 use http::StatusCode;
 
-use super::Relay;
-use super::route::route;
+use super::Link;
 use crate::http::sse::{self, describe_body_error};
+use crate::relay::route::route;
 
 /// Runs until the upstream says it has no such stream (405), the session is replaced
 /// (a newer one gets its own stream), or too many consecutive attempts fail.
-pub async fn run(relay: Arc<Relay>) {
-    let generation = relay.upstream.generation();
+pub async fn run(link: Arc<Link>) {
+    let generation = link.upstream.generation();
     let mut last_event_id: Option<String> = None;
     let mut retry: Option<Duration> = None;
     let mut failures = 0;
     let mut backoff = fresh_backoff();
     loop {
-        if relay.upstream.generation() != generation {
+        if link.upstream.generation() != generation {
             return;
         }
         let mut delivered = false;
-        match relay.upstream.get(last_event_id.as_deref(), true).await {
+        match link.upstream.get(last_event_id.as_deref(), true).await {
             Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!(
                     "upstream offers no standalone stream for server-initiated messages (405)"
@@ -37,7 +37,7 @@ pub async fn run(relay: Arc<Relay>) {
                 return;
             }
             Ok(response) if response.status().is_success() => {
-                let mut events = sse::events(response, relay.upstream.max_message_size());
+                let mut events = sse::events(response, link.upstream.max_message_size());
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(event) => {
@@ -48,7 +48,7 @@ pub async fn run(relay: Arc<Relay>) {
                                 retry = Some(Duration::from_millis(ms));
                             }
                             if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
-                                route(&relay.gate, data.as_bytes(), None).await;
+                                route(&link.gate, data.as_bytes(), None).await;
                             }
                             delivered = true;
                         }
@@ -71,7 +71,7 @@ pub async fn run(relay: Arc<Relay>) {
             backoff = fresh_backoff();
         } else {
             failures += 1;
-            if failures > relay.config.max_reconnects {
+            if failures > link.max_reconnects {
                 tracing::warn!(
                     attempts = failures,
                     "gave up on the upstream's stream for server-initiated messages"
@@ -89,7 +89,7 @@ fn fresh_backoff() -> impl Iterator<Item = Duration> {
 }
 
 /// Delays between reconnection attempts: from `first`, doubling to 30 s, with jitter.
-pub(super) fn reconnect_backoff(first: Duration) -> impl Iterator<Item = Duration> {
+pub fn reconnect_backoff(first: Duration) -> impl Iterator<Item = Duration> {
     ExponentialBuilder::default()
         .with_min_delay(first)
         .with_max_delay(Duration::from_secs(30))

@@ -2,29 +2,25 @@
 //! with retries, the GET stream request, re-initialization and DELETE.
 
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
-    WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
 use http::{Method, StatusCode, Uri};
 use url::Url;
 
-use super::RelayConfig;
-use super::gate::Failure;
+use super::response::{read_first_answer, requested_delay};
 use crate::http::client::HttpClient;
 use crate::http::response::{ErrorKind, HttpError, Response};
-use crate::http::{retry_after, sse::root_cause};
-use crate::jsonrpc::message::{self, Kind};
+use crate::http::sse::root_cause;
+use crate::jsonrpc::message;
 use crate::oauth::challenge;
-use crate::oauth::flow::ServerAuth;
-use crate::oauth::http::OAuthHttp;
 use crate::oauth::provider::TokenProvider;
-use crate::oauth::store::backend::TokenStore;
-use crate::oauth::store::file::FileStore;
+use crate::relay::config::RelayConfig;
+use crate::relay::gate::Failure;
 
 pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -93,23 +89,12 @@ impl Upstream {
             .map_err(|e| format!("the upstream URL cannot be used for HTTP requests: {e}"))?;
         let client = HttpClient::build(&config.client, &uri)?;
         let auth = match &config.oauth {
-            Some(oauth) => {
-                let file =
-                    FileStore::new(oauth.token_file.clone()).importing(oauth.python_tokens.clone());
-                Some(TokenProvider::new(
-                    ServerAuth {
-                        http: OAuthHttp::new(config.client.clone(), config.max_message_size),
-                        store: TokenStore::open_with_patience(
-                            oauth.token_store,
-                            file,
-                            oauth.keyring_timeout,
-                        )?,
-                        server: config.url.clone(),
-                        settings: oauth.settings.clone(),
-                    },
-                    oauth.interactive,
-                ))
-            }
+            Some(oauth) => Some(TokenProvider::for_server(
+                oauth,
+                &config.client,
+                config.max_message_size,
+                &config.url,
+            )?),
             None => None,
         };
         Ok(Self {
@@ -555,12 +540,6 @@ fn is_rate_limited(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
 }
 
-/// The delay a 429/503 asks for in `Retry-After`, if it gave a valid one.
-pub fn requested_delay(response: &Response) -> Option<Duration> {
-    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
-    retry_after::parse(value, SystemTime::now())
-}
-
 fn is_visible_ascii(bytes: &[u8]) -> bool {
     !bytes.is_empty() && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
 }
@@ -580,31 +559,4 @@ fn protocol_version_of(answer: &[u8]) -> Option<String> {
         .result?
         .protocol_version
         .filter(|v| is_visible_ascii(v.as_bytes()))
-}
-
-/// Reads a whole response (JSON or SSE) and returns the first JSON-RPC response in it.
-/// Used only for the relay's own requests, whose answers never reach the host.
-pub async fn read_first_answer(response: Response, max: usize) -> Result<Vec<u8>, String> {
-    use futures_util::StreamExt;
-    let is_sse = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_sse {
-        let body = super::exchange::read_capped(response, max)
-            .await
-            .map_err(|e| e.message)?;
-        return Ok(body);
-    }
-    let mut events = crate::http::sse::events(response, max);
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| e.to_string())?;
-        if let Some(data) = event.data.filter(|d| !d.is_empty())
-            && message::parse(data.as_bytes()).is_ok_and(|m| m.kind == Kind::Response)
-        {
-            return Ok(data.into_bytes());
-        }
-    }
-    Err("the stream ended without an answer".into())
 }

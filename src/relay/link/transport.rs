@@ -4,13 +4,7 @@
 
 use std::sync::OnceLock;
 
-/// What the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportChoice {
-    StreamableHttp,
-    Sse,
-    Auto,
-}
+use crate::relay::config::TransportChoice;
 
 /// What the relay uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,14 +12,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, mpsc, oneshot};
 
-use super::Relay;
-use super::call::{Aside, Outgoing, call};
-use super::exchange::Call;
-use super::gate::Failure;
-use super::methods::is_replay_safe;
-use super::parked::{Flight, ParkedCall, ServerRequest};
+use super::parked::{Flight, Parked, ParkedCall, ServerRequest};
 use super::passthrough::host_claim;
-use super::upstream::Wire;
 use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim, request_line};
 use crate::era::listen::{self, Filter};
@@ -28,6 +22,12 @@ use crate::era::{self, LATEST_LEGACY_VERSION};
 use crate::jsonrpc::error::{INTERNAL_ERROR, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
+use crate::relay::call::{Aside, Outgoing, call};
+use crate::relay::context::Ctx;
+use crate::relay::gate::Failure;
+use crate::relay::link::session::Wire;
+use crate::relay::methods::is_replay_safe;
+use crate::relay::request::Call;
 
 /// One `subscriptions/listen` of the host, served by the relay.
 struct Subscription {
@@ -36,7 +36,7 @@ struct Subscription {
 }
 
 #[derive(Default)]
-pub struct ModernHost {
+struct ModernHost {
     /// The server's `initialize` result, once the handshake is done.
     session: OnceCell<Value>,
     subscriptions: Mutex<HashMap<IdKey, Subscription>>,
@@ -51,7 +51,7 @@ pub struct ModernHost {
 
 impl ModernHost {
     /// The upstream id a host request was sent under, if it is in flight.
-    pub fn upstream_id_of(&self, host_id: &IdKey) -> Option<String> {
+    fn upstream_id_of(&self, host_id: &IdKey) -> Option<String> {
         self.upstream_ids
             .lock()
             .expect("ids lock")
@@ -74,14 +74,47 @@ impl ModernHost {
     }
 }
 
-/// Serves one request of a modern host against a legacy server.
-pub async fn serve(relay: Arc<Relay>, request: Call) {
-    if let Err(failure) = answer(&relay, &request).await {
-        relay.gate.fail(&request.id, &failure).await;
+/// The path of a modern host in front of a legacy server: its state, and the context its
+/// tasks run in.
+pub struct ToLegacy {
+    ctx: Arc<Ctx>,
+    host: ModernHost,
+    /// Legacy server calls waiting for the host's input.
+    parked: Parked,
+}
+
+impl ToLegacy {
+    pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
+        Arc::new(ToLegacy {
+            ctx,
+            host: ModernHost::default(),
+            parked: Parked::default(),
+        })
+    }
+
+    /// The upstream id a host request was sent under, if it is in flight.
+    pub fn upstream_id_of(&self, host_id: &IdKey) -> Option<String> {
+        self.host.upstream_id_of(host_id)
     }
 }
 
-async fn answer(relay: &Arc<Relay>, request: &Call) -> Result<(), Failure> {
+/// From now on, what the server sends outside the host's calls (the session's stream) is
+/// handled for the modern host instead of being copied to stdout.
+fn divert_server_messages(path: &Arc<ToLegacy>) {
+    let (tx, rx) = mpsc::channel(256);
+    if path.ctx.gate.divert(tx) {
+        tokio::spawn(serve_server_messages(path.clone(), rx));
+    }
+}
+
+/// Serves one request of a modern host against a legacy server.
+pub async fn serve(path: Arc<ToLegacy>, request: Call) {
+    if let Err(failure) = answer(&path, &request).await {
+        path.ctx.gate.fail(&request.id, &failure).await;
+    }
+}
+
+async fn answer(path: &Arc<ToLegacy>, request: &Call) -> Result<(), Failure> {
     let parsed =
         message::parse(&request.line).map_err(|_| Failure::upstream("unparsable request"))?;
     let claim = host_claim(parsed.params)?;
@@ -92,7 +125,7 @@ async fn answer(relay: &Arc<Relay>, request: &Call) -> Result<(), Failure> {
             data: None,
         });
     }
-    let initialize = ensure_session(relay, &claim).await?;
+    let initialize = ensure_session(path, &claim).await?;
     match request.method.as_str() {
         "server/discover" => {
             let line = format!(
@@ -100,19 +133,18 @@ async fn answer(relay: &Arc<Relay>, request: &Call) -> Result<(), Failure> {
                 request.raw_id,
                 discover_result(initialize)
             );
-            relay.gate.deliver(&request.id, line.into_bytes()).await;
+            path.ctx.gate.deliver(&request.id, line.into_bytes()).await;
             Ok(())
         }
-        "subscriptions/listen" => listen(relay, request, parsed.params, initialize).await,
-        _ => forward(relay, request, parsed.params, &claim, initialize).await,
+        "subscriptions/listen" => listen(path, request, parsed.params, initialize).await,
+        _ => forward(path, request, parsed.params, &claim, initialize).await,
     }
 }
 
 /// The handshake, once per process, with the first request's capabilities and client
 /// info (the server learns nothing it was not told by the host).
-async fn ensure_session<'a>(relay: &'a Arc<Relay>, claim: &Claim) -> Result<&'a Value, Failure> {
-    relay
-        .modern_host
+async fn ensure_session<'a>(path: &'a Arc<ToLegacy>, claim: &Claim) -> Result<&'a Value, Failure> {
+    path.host
         .session
         .get_or_try_init(|| async {
             let params = json!({
@@ -121,10 +153,13 @@ async fn ensure_session<'a>(relay: &'a Arc<Relay>, claim: &Claim) -> Result<&'a 
                 "clientInfo": claim.client_info.clone().unwrap_or_else(era::relay_info),
             })
             .to_string();
-            relay
+            path.ctx
+                .link
                 .upstream
                 .remember_host_initialize(RawValue::from_string(params.clone()).ok().as_deref());
-            let answer = relay
+            let answer = path
+                .ctx
+                .link
                 .upstream
                 .initialize("mcp-stdio-initialize", &params)
                 .await?;
@@ -137,8 +172,8 @@ async fn ensure_session<'a>(relay: &'a Arc<Relay>, claim: &Claim) -> Result<&'a 
                 .map_err(|_| Failure::upstream("the server's initialize answer is not JSON-RPC"))?;
             match (reply.result, reply.error) {
                 (Some(result), _) => {
-                    relay.divert_server_messages();
-                    relay.restart_server_stream();
+                    divert_server_messages(path);
+                    path.ctx.restart_server_stream();
                     Ok(result)
                 }
                 (None, error) => Err(Failure::upstream(format!(
@@ -170,7 +205,7 @@ impl Drop for InFlight<'_> {
 const INPUT_KEY: &str = "input";
 
 async fn forward(
-    relay: &Arc<Relay>,
+    path: &Arc<ToLegacy>,
     request: &Call,
     params: Option<&RawValue>,
     claim: &Claim,
@@ -184,29 +219,28 @@ async fn forward(
         .map(str::to_owned);
     let parkable = mrtr::may_require_input(method);
     if parkable && let Some(Value::String(state)) = params.get("requestState") {
-        return resume(relay, request, claim, &params, state, name).await;
+        return resume(path, request, claim, &params, state, name).await;
     }
     envelope::strip(&mut params);
     if let Some(level) = &claim.log_level
         && initialize.pointer("/capabilities/logging").is_some()
     {
-        set_log_level(relay, level).await;
+        set_log_level(path, level).await;
     }
-    let id = relay.next_upstream_id("call");
+    let id = path.ctx.next_upstream_id("call");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let body = Bytes::from(request_line(&raw_id, method, &params));
     if parkable {
-        let flight = take_off(relay, body, id, raw_id, claim.log_level.clone());
-        return drive(relay, request, claim, flight, name).await;
+        let flight = take_off(path, body, id, raw_id, claim.log_level.clone());
+        return drive(path, request, claim, flight, name).await;
     }
-    relay
-        .modern_host
+    path.host
         .upstream_ids
         .lock()
         .expect("ids lock")
         .insert(request.id.clone(), raw_id.clone());
     let _in_flight = InFlight {
-        host: &relay.modern_host,
+        host: &path.host,
         id: request.id.clone(),
     };
     let outgoing = Outgoing {
@@ -217,21 +251,21 @@ async fn forward(
         replay_safe: is_replay_safe(method),
     };
     let log_level = claim.log_level.clone();
-    let host = &relay.modern_host;
-    let out = relay.gate.outbox().clone();
-    let answer = call(relay, outgoing, &mut |message, payload| {
+    let host = &path.host;
+    let out = path.ctx.gate.outbox().clone();
+    let answer = call(&path.ctx, outgoing, &mut |message, payload| {
         on_the_way(host, &out, message, payload, log_level.as_deref(), None)
     })
     .await?;
     let line = modern_answer(method, &request.raw_id, &answer)?;
-    relay.gate.deliver(&request.id, line).await;
+    path.ctx.gate.deliver(&request.id, line).await;
     Ok(())
 }
 
 /// Starts a call that may ask the host something: it runs in its own task, so it can
 /// outlive the host request that started it while the relay waits for the host's retry.
 fn take_off(
-    relay: &Arc<Relay>,
+    path: &Arc<ToLegacy>,
     body: Bytes,
     id: String,
     raw_id: String,
@@ -239,20 +273,19 @@ fn take_off(
 ) -> Flight {
     let (questions_tx, questions) = mpsc::unbounded_channel();
     let (answer_tx, answer) = oneshot::channel();
-    let number = relay
-        .modern_host
+    let number = path
+        .host
         .next_flight
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    relay
-        .modern_host
+    path.host
         .flights
         .lock()
         .expect("flights lock")
         .insert(number, questions_tx.clone());
-    let worker = relay.clone();
+    let worker = path.clone();
     let upstream_raw_id = raw_id.clone();
     let task = tokio::spawn(async move {
-        let out = worker.gate.outbox().clone();
+        let out = worker.ctx.gate.outbox().clone();
         let outgoing = Outgoing {
             body,
             id: &IdKey::Str(id),
@@ -260,8 +293,8 @@ fn take_off(
             wire: Wire::Legacy { initialize: false },
             replay_safe: false,
         };
-        let host = &worker.modern_host;
-        let answer = call(&worker, outgoing, &mut |message, payload| {
+        let host = &worker.host;
+        let answer = call(&worker.ctx, outgoing, &mut |message, payload| {
             on_the_way(
                 host,
                 &out,
@@ -273,7 +306,7 @@ fn take_off(
         })
         .await;
         worker
-            .modern_host
+            .host
             .flights
             .lock()
             .expect("flights lock")
@@ -298,20 +331,19 @@ enum Next {
 /// Follows a flight for the host request `request`: delivers its answer, or parks it and
 /// answers the host with the server's question as an `input_required` result.
 async fn drive(
-    relay: &Arc<Relay>,
+    path: &Arc<ToLegacy>,
     request: &Call,
     claim: &Claim,
     mut flight: Flight,
     name: Option<String>,
 ) -> Result<(), Failure> {
-    relay
-        .modern_host
+    path.host
         .upstream_ids
         .lock()
         .expect("ids lock")
         .insert(request.id.clone(), flight.upstream_raw_id.clone());
     let _in_flight = InFlight {
-        host: &relay.modern_host,
+        host: &path.host,
         id: request.id.clone(),
     };
     loop {
@@ -324,7 +356,7 @@ async fn drive(
         let question = match next {
             Next::Answer(answer) => {
                 let line = modern_answer(&request.method, &request.raw_id, &answer?)?;
-                relay.gate.deliver(&request.id, line).await;
+                path.ctx.gate.deliver(&request.id, line).await;
                 return Ok(());
             }
             Next::Question(question) => question,
@@ -334,7 +366,7 @@ async fn drive(
             method: question.method.clone(),
             params: question.params.clone(),
         };
-        let room = relay.parked.count() < relay.config.max_in_flight;
+        let room = path.parked.count() < path.ctx.config.max_in_flight;
         if !room || !mrtr::host_can_answer(&claim.capabilities, &asked) {
             let why = if room {
                 format!(
@@ -344,15 +376,15 @@ async fn drive(
             } else {
                 format!(
                     "--max-in-flight ({}) calls already wait for the host's input",
-                    relay.config.max_in_flight
+                    path.ctx.config.max_in_flight
                 )
             };
             let refusal = error_response(&question.raw_id, METHOD_NOT_FOUND, &why, None);
-            super::lane::deliver(relay, Bytes::from(refusal)).await;
+            path.ctx.link.deliver(Bytes::from(refusal)).await;
             continue;
         }
         park(
-            relay,
+            path,
             request,
             ParkedCall { flight, question },
             name.as_deref(),
@@ -363,14 +395,14 @@ async fn drive(
 }
 
 /// Parks a call and gives the host its question with the state that resumes it.
-async fn park(relay: &Arc<Relay>, request: &Call, parked: ParkedCall, name: Option<&str>) {
+async fn park(path: &Arc<ToLegacy>, request: &Call, parked: ParkedCall, name: Option<&str>) {
     let question =
         json!({INPUT_KEY: {"method": parked.question.method, "params": parked.question.params}});
-    let (number, state) = relay.parked.park(parked, None, &request.method, name);
+    let (number, state) = path.parked.park(parked, None, &request.method, name);
     tracing::debug!(id = %request.id, parked = number, "a legacy server asked a question during a call; parked it for the host's retry");
-    let expiry = relay.clone();
+    let expiry = path.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(expiry.config.input_timeout).await;
+        tokio::time::sleep(expiry.ctx.config.input_timeout).await;
         if let Some(call) = expiry.parked.expire(number) {
             tracing::info!(
                 parked = number,
@@ -381,7 +413,7 @@ async fn park(relay: &Arc<Relay>, request: &Call, parked: ParkedCall, name: Opti
                 call.flight.upstream_raw_id
             );
             drop(call);
-            super::lane::deliver(&expiry, Bytes::from(cancel)).await;
+            expiry.ctx.link.deliver(Bytes::from(cancel)).await;
         }
     });
     let result =
@@ -390,20 +422,20 @@ async fn park(relay: &Arc<Relay>, request: &Call, parked: ParkedCall, name: Opti
         r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
         request.raw_id
     );
-    relay.gate.deliver(&request.id, line.into_bytes()).await;
+    path.ctx.gate.deliver(&request.id, line.into_bytes()).await;
 }
 
 /// A retry of a parked call: hands the host's answer to the server's waiting request and
 /// follows the call on.
 async fn resume(
-    relay: &Arc<Relay>,
+    path: &Arc<ToLegacy>,
     request: &Call,
     claim: &Claim,
     params: &serde_json::Map<String, Value>,
     state: &str,
     name: Option<String>,
 ) -> Result<(), Failure> {
-    let Some((_, parked)) = relay
+    let Some((_, parked)) = path
         .parked
         .resume(state, None, &request.method, name.as_deref())
     else {
@@ -418,26 +450,26 @@ async fn resume(
         .and_then(|responses| responses.get(INPUT_KEY))
     else {
         // Asked but not answered: ask again rather than fail (§4.10).
-        park(relay, request, parked, name.as_deref()).await;
+        park(path, request, parked, name.as_deref()).await;
         return Ok(());
     };
     let reply = format!(
         r#"{{"jsonrpc":"2.0","id":{},"result":{answer}}}"#,
         parked.question.raw_id
     );
-    super::lane::deliver(relay, Bytes::from(reply)).await;
+    path.ctx.link.deliver(Bytes::from(reply)).await;
     let ParkedCall { flight, .. } = parked;
-    drive(relay, request, claim, flight, name).await
+    drive(path, request, claim, flight, name).await
 }
 
 /// Sends `logging/setLevel` upstream when a request asks for a level not yet set, so the
 /// server emits what the host wants; what reaches the host is still filtered per request.
-async fn set_log_level(relay: &Relay, level: &str) {
-    let mut sent = relay.modern_host.log_level_sent.lock().await;
+async fn set_log_level(path: &ToLegacy, level: &str) {
+    let mut sent = path.host.log_level_sent.lock().await;
     if sent.as_deref() == Some(level) {
         return;
     }
-    let id = relay.next_upstream_id("loglevel");
+    let id = path.ctx.next_upstream_id("loglevel");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let mut params = serde_json::Map::new();
     params.insert("level".into(), level.into());
@@ -448,7 +480,7 @@ async fn set_log_level(relay: &Relay, level: &str) {
         wire: Wire::Legacy { initialize: false },
         replay_safe: true,
     };
-    match call(relay, outgoing, &mut |_, _| Aside::Ignore).await {
+    match call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await {
         Ok(_) => *sent = Some(level.to_owned()),
         Err(failure) => tracing::debug!(problem = %failure.message, "logging/setLevel failed"),
     }
@@ -590,7 +622,7 @@ impl Drop for Subscribed<'_> {
 /// acknowledgement lists what this server can deliver, then the stream stays open until
 /// the host cancels it or the relay shuts down.
 async fn listen(
-    relay: &Arc<Relay>,
+    path: &Arc<ToLegacy>,
     request: &Call,
     params: Option<&RawValue>,
     initialize: &Value,
@@ -603,7 +635,7 @@ async fn listen(
     let mut filter = Filter::agreed(&asked, &caps);
     let mut uris = Vec::new();
     for uri in std::mem::take(&mut filter.uris) {
-        if subscribe_upstream(relay, "resources/subscribe", &uri).await {
+        if subscribe_upstream(path, "resources/subscribe", &uri).await {
             uris.push(uri);
         }
     }
@@ -614,30 +646,29 @@ async fn listen(
         raw_id: request.raw_id.clone(),
         filter,
     };
-    relay
-        .modern_host
+    path.host
         .subscriptions
         .lock()
         .expect("subscriptions lock")
         .insert(request.id.clone(), subscription);
     let _subscribed = Subscribed {
-        host: &relay.modern_host,
+        host: &path.host,
         id: request.id.clone(),
     };
-    relay.gate.outbox().send(ack).await;
-    relay.closing.cancelled().await;
+    path.ctx.gate.outbox().send(ack).await;
+    path.ctx.closing.cancelled().await;
     for uri in &uris {
-        subscribe_upstream(relay, "resources/unsubscribe", uri).await;
+        subscribe_upstream(path, "resources/unsubscribe", uri).await;
     }
-    relay
+    path.ctx
         .gate
         .deliver(&request.id, listen::end(&subscription_id))
         .await;
     Ok(())
 }
 
-async fn subscribe_upstream(relay: &Relay, method: &str, uri: &str) -> bool {
-    let id = relay.next_upstream_id("subscribe");
+async fn subscribe_upstream(path: &ToLegacy, method: &str, uri: &str) -> bool {
+    let id = path.ctx.next_upstream_id("subscribe");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let mut params = serde_json::Map::new();
     params.insert("uri".into(), uri.into());
@@ -648,8 +679,8 @@ async fn subscribe_upstream(relay: &Relay, method: &str, uri: &str) -> bool {
         wire: Wire::Legacy { initialize: false },
         replay_safe: true,
     };
-    match call(relay, outgoing, &mut |_, _| Aside::Ignore).await {
-        Ok(answer) => crate::relay::passthrough::error_code(&answer).is_none(),
+    match call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await {
+        Ok(answer) => crate::relay::link::response::error_code(&answer).is_none(),
         Err(failure) => {
             tracing::debug!(problem = %failure.message, %method, "a subscription request failed");
             false
@@ -660,17 +691,15 @@ async fn subscribe_upstream(relay: &Relay, method: &str, uri: &str) -> bool {
 /// Handles what the session's standalone stream carries for a modern host: notifications
 /// go to matching subscriptions, the server's pings are answered, and its other requests
 /// are refused (a modern host cannot be asked anything outside a call).
-pub async fn serve_server_messages(relay: Arc<Relay>, mut inbound: mpsc::Receiver<Vec<u8>>) {
-    let out = relay.gate.outbox().clone();
+async fn serve_server_messages(path: Arc<ToLegacy>, mut inbound: mpsc::Receiver<Vec<u8>>) {
+    let out = path.ctx.gate.outbox().clone();
     while let Some(payload) = inbound.recv().await {
         let Ok(message) = message::parse(&payload) else {
             continue;
         };
         let method = message.method.as_deref().unwrap_or_default();
         match message.kind {
-            Kind::Notification => {
-                send_to_subscriptions(&relay.modern_host, &out, method, message.params)
-            }
+            Kind::Notification => send_to_subscriptions(&path.host, &out, method, message.params),
             Kind::Request => {
                 let raw_id = message.id.map(|id| id.get()).unwrap_or("null");
                 // Servers built on SDKs that do not relate a request to its call send it
@@ -680,7 +709,7 @@ pub async fn serve_server_messages(relay: Arc<Relay>, mut inbound: mpsc::Receive
                     "elicitation/create" | "sampling/createMessage" | "roots/list"
                 ) {
                     let only = {
-                        let flights = relay.modern_host.flights.lock().expect("flights lock");
+                        let flights = path.host.flights.lock().expect("flights lock");
                         (flights.len() == 1)
                             .then(|| flights.values().next().cloned())
                             .flatten()
@@ -708,7 +737,7 @@ pub async fn serve_server_messages(relay: Arc<Relay>, mut inbound: mpsc::Receive
                     );
                     error_response(raw_id, METHOD_NOT_FOUND, &why, None)
                 };
-                super::lane::deliver(&relay, Bytes::from(answer)).await;
+                path.ctx.link.deliver(Bytes::from(answer)).await;
             }
             Kind::Response => {}
         }

@@ -3,101 +3,79 @@
 //! `ping` and `logging/setLevel` locally, carries subscriptions on `subscriptions/listen`,
 //! and turns `input_required` results into real requests to the host, then retries.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::Relay;
-use super::call::{Aside, Outgoing, call};
-use super::detect::{UpstreamEra, modern_headers};
-use super::exchange::Call;
-use super::gate::Failure;
+use super::host_profile::{HostProfile, InitializeParams};
 use super::listen::Listens;
-use super::methods::is_replay_safe;
-use super::passthrough::error_code;
-use super::tool_headers::{Arguments, add_param_headers, envelope_only, refresh};
-use super::upstream::Wire;
-use crate::era::bridge::{capabilities_for_modern, initialize_result};
-use crate::era::envelope::{self, Stamp, request_line};
+use super::tool_args::{Arguments, add_param_headers, envelope_only, refresh};
+use crate::era::HEADER_MISMATCH;
+use crate::era::bridge::initialize_result;
+use crate::era::envelope::{self, request_line};
 use crate::era::mrtr::{self, InputRequest};
-use crate::era::{self, HEADER_MISMATCH};
 use crate::jsonrpc::error::{INVALID_PARAMS, with_error_object};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message;
+use crate::relay::call::{Aside, Outgoing, call};
+use crate::relay::context::Ctx;
+use crate::relay::detect::modern_headers;
+use crate::relay::eras::UpstreamEra;
+use crate::relay::gate::Failure;
+use crate::relay::link::response::error_code;
+use crate::relay::link::session::Wire;
+use crate::relay::methods::is_replay_safe;
+use crate::relay::request::Call;
 
-/// What the legacy host declared in its `initialize`, and what it set since.
-#[derive(Debug, Clone)]
-pub struct Profile {
-    /// Its capabilities as a modern request declares them (never wider).
-    pub capabilities: Value,
-    pub client_info: Option<Value>,
-    /// From `logging/setLevel`, sent as `io.modelcontextprotocol/logLevel`.
-    pub log_level: Option<String>,
+/// The path of a legacy host in front of a modern server: what the host declared, its
+/// subscriptions carried on `subscriptions/listen`, and the context its tasks run in.
+pub struct ToModern {
+    ctx: Arc<Ctx>,
+    profile: Arc<HostProfile>,
+    listens: Listens,
 }
 
-impl Default for Profile {
-    fn default() -> Self {
-        Self {
-            capabilities: json!({}),
-            client_info: None,
-            log_level: None,
-        }
-    }
-}
-
-impl Profile {
-    pub fn stamp(&self, version: &str) -> Stamp {
-        Stamp {
-            version: version.to_owned(),
-            capabilities: self.capabilities.clone(),
-            client_info: self.client_info.clone().unwrap_or_else(era::relay_info),
-            log_level: self.log_level.clone(),
-        }
-    }
-}
-
-#[derive(Default)]
-pub struct LegacyHost {
-    profile: Mutex<Profile>,
-    pub listens: Listens,
-}
-
-impl LegacyHost {
-    pub fn profile(&self) -> Profile {
-        self.profile.lock().expect("profile lock").clone()
+impl ToModern {
+    pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
+        let profile = Arc::new(HostProfile::default());
+        Arc::new(ToModern {
+            listens: Listens::new(profile.clone()),
+            ctx,
+            profile,
+        })
     }
 
     /// Keeps what the host declared in `initialize`, whichever path answers it (the
     /// upstream's era may change later, and every translated request needs it).
     pub fn remember_initialize(&self, params: Option<&RawValue>) {
-        let params: InitializeParams = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
-        let mut profile = self.profile.lock().expect("profile lock");
-        profile.capabilities = capabilities_for_modern(&params.capabilities);
-        profile.client_info = params.client_info.filter(Value::is_object);
+        self.profile.remember_initialize(params);
+    }
+
+    /// Starts carrying the host's change notifications on `subscriptions/listen`, once the
+    /// host has finished its handshake.
+    pub fn start_listening(&self, version: &str, capabilities: Option<&Value>) {
+        self.listens.start(&self.ctx, version, capabilities);
     }
 }
 
 /// Serves one legacy request against a modern server speaking `version`.
-pub async fn serve(relay: Arc<Relay>, request: Call, version: String, discover: Option<Value>) {
-    if let Err(failure) = answer(&relay, &request, &version, discover).await {
-        relay.gate.fail(&request.id, &failure).await;
+pub async fn serve(path: Arc<ToModern>, request: Call, version: String, discover: Option<Value>) {
+    if let Err(failure) = answer(&path, &request, &version, discover).await {
+        path.ctx.gate.fail(&request.id, &failure).await;
     }
 }
 
 async fn answer(
-    relay: &Arc<Relay>,
+    path: &Arc<ToModern>,
     request: &Call,
     version: &str,
     discover: Option<Value>,
 ) -> Result<(), Failure> {
     let parsed =
         message::parse(&request.line).map_err(|_| Failure::upstream("unparsable request"))?;
-    let host = &relay.legacy_host;
     match request.method.as_str() {
         "initialize" => {
             let params: InitializeParams = parsed
@@ -106,24 +84,24 @@ async fn answer(
                 .unwrap_or_default();
             let discover = match discover {
                 Some(discover) => Some(discover),
-                None => fetch_discover(relay, version).await,
+                None => fetch_discover(path, version).await,
             };
             let result = initialize_result(discover.as_ref(), params.protocol_version.as_deref());
             tracing::info!(
                 protocol_version = %result["protocolVersion"],
                 "answered the host's initialize from the 2026-07-28 server's server/discover"
             );
-            deliver(relay, request, &result).await;
+            deliver(path, request, &result).await;
         }
-        "ping" => deliver(relay, request, &json!({})).await,
+        "ping" => deliver(path, request, &json!({})).await,
         "logging/setLevel" => {
             let level = parsed
                 .params
                 .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
                 .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned))
                 .ok_or_else(|| invalid_params("logging/setLevel needs params.level"))?;
-            host.profile.lock().expect("profile lock").log_level = Some(level);
-            deliver(relay, request, &json!({})).await;
+            path.profile.set_log_level(level);
+            deliver(path, request, &json!({})).await;
         }
         "resources/subscribe" | "resources/unsubscribe" => {
             let uri = parsed
@@ -132,39 +110,29 @@ async fn answer(
                 .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned))
                 .ok_or_else(|| invalid_params("params.uri is required"))?;
             if request.method == "resources/subscribe" {
-                host.listens.subscribe(relay, version, uri);
+                path.listens.subscribe(&path.ctx, version, uri);
             } else {
-                host.listens.unsubscribe(&uri);
+                path.listens.unsubscribe(&uri);
             }
-            deliver(relay, request, &json!({})).await;
+            deliver(path, request, &json!({})).await;
         }
-        _ => forward(relay, request, version, parsed.params).await?,
+        _ => forward(path, request, version, parsed.params).await?,
     }
     Ok(())
 }
 
-#[derive(Deserialize, Default)]
-struct InitializeParams {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: Option<String>,
-    #[serde(default)]
-    capabilities: Value,
-    #[serde(rename = "clientInfo")]
-    client_info: Option<Value>,
-}
-
 /// The server's DiscoverResult, asked with the host's envelope (the probe did not get one).
-async fn fetch_discover(relay: &Relay, version: &str) -> Option<Value> {
+async fn fetch_discover(path: &ToModern, version: &str) -> Option<Value> {
     let mut params = Map::new();
-    envelope::stamp(&mut params, &relay.legacy_host.profile().stamp(version));
-    let answer = own_request(relay, version, "server/discover", &params)
+    envelope::stamp(&mut params, &path.profile.get().stamp(version));
+    let answer = own_request(path, version, "server/discover", &params)
         .await
         .ok()?;
     let result = serde_json::from_slice::<Value>(&answer)
         .ok()?
         .get("result")?
         .clone();
-    relay.eras.set_upstream(UpstreamEra::Modern {
+    path.ctx.eras.set_upstream(UpstreamEra::Modern {
         version: version.to_owned(),
         discover: Some(result.clone()),
     });
@@ -173,12 +141,12 @@ async fn fetch_discover(relay: &Relay, version: &str) -> Option<Value> {
 
 /// A request of the relay's own to the modern server; returns the answer line.
 pub async fn own_request(
-    relay: &Relay,
+    path: &ToModern,
     version: &str,
     method: &str,
     params: &Map<String, Value>,
 ) -> Result<Vec<u8>, Failure> {
-    let id = relay.next_upstream_id("own");
+    let id = path.ctx.next_upstream_id("own");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let headers = modern_headers(version, method, Some(params))?;
     let outgoing = Outgoing {
@@ -191,7 +159,7 @@ pub async fn own_request(
         },
         replay_safe: true,
     };
-    call(relay, outgoing, &mut |_, _| Aside::Ignore).await
+    call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await
 }
 
 #[derive(Deserialize)]
@@ -203,7 +171,7 @@ struct Reply {
 /// Sends a host request upstream with the envelope, running as many input rounds as the
 /// server needs (up to `--max-input-rounds`).
 async fn forward(
-    relay: &Relay,
+    path: &ToModern,
     request: &Call,
     version: &str,
     params: Option<&RawValue>,
@@ -211,20 +179,20 @@ async fn forward(
     let method = request.method.as_str();
     let mut params = envelope::params_object(params)
         .ok_or_else(|| invalid_params("params must be an object"))?;
-    let profile = relay.legacy_host.profile();
+    let profile = path.profile.get();
     envelope::stamp(&mut params, &profile.stamp(version));
     let original = params;
     let mut body_params = serde_json::to_string(&original).expect("a JSON map serializes");
-    let max_rounds = relay.config.max_input_rounds;
+    let max_rounds = path.ctx.config.max_input_rounds;
     let mut rounds = 0;
     let mut relisted = false;
     loop {
-        let id = relay.next_upstream_id("call");
+        let id = path.ctx.next_upstream_id("call");
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
         let mut headers = modern_headers(version, method, Some(&original))?;
         if method == "tools/call" {
             add_param_headers(
-                relay,
+                &path.ctx,
                 version,
                 original.get("name").and_then(Value::as_str),
                 Arguments::Parsed(original.get("arguments")),
@@ -247,7 +215,7 @@ async fn forward(
             },
             replay_safe: is_replay_safe(method),
         };
-        let answer = call(relay, outgoing, &mut |_, payload| {
+        let answer = call(&path.ctx, outgoing, &mut |_, payload| {
             Aside::Host(one_line(payload).into_owned())
         })
         .await?;
@@ -256,10 +224,10 @@ async fn forward(
         if let Some(error) = reply.error {
             if method == "tools/call" && !relisted && error_code(&answer) == Some(HEADER_MISMATCH) {
                 relisted = true;
-                refresh(relay, version, &envelope_only(Some(&original))).await?;
+                refresh(&path.ctx, version, &envelope_only(Some(&original))).await?;
                 continue;
             }
-            relay
+            path.ctx
                 .gate
                 .deliver(&request.id, with_error_object(&request.raw_id, &error))
                 .await;
@@ -272,18 +240,18 @@ async fn forward(
             && mrtr::result_type(&result).as_deref() == Some("input_required")
         {
             if rounds >= max_rounds {
-                return give_up(relay, request, &format!(
+                return give_up(path, request, &format!(
                     "the server still needed input after {max_rounds} rounds (--max-input-rounds); the call was abandoned"
                 )).await;
             }
             rounds += 1;
             let input = match mrtr::read(&result) {
                 Ok(input) => input,
-                Err(why) => return give_up(relay, request, &why).await,
+                Err(why) => return give_up(path, request, &why).await,
             };
-            let responses = match ask_host(relay, &profile.capabilities, &input.requests).await {
+            let responses = match ask_host(path, &profile.capabilities, &input.requests).await {
                 Ok(responses) => responses,
-                Err(why) => return give_up(relay, request, &why).await,
+                Err(why) => return give_up(path, request, &why).await,
             };
             body_params = mrtr::retry_params(&original, responses, input.request_state.as_deref());
             continue;
@@ -295,11 +263,11 @@ async fn forward(
         )
         .into_bytes();
         let line = if method == "tools/list" {
-            relay.tools.filter_answer(line)
+            path.ctx.tools.filter_answer(line)
         } else {
             line
         };
-        relay.gate.deliver(&request.id, line).await;
+        path.ctx.gate.deliver(&request.id, line).await;
         return Ok(());
     }
 }
@@ -307,7 +275,7 @@ async fn forward(
 /// Puts each embedded request to the host as a real request, all at once, and collects the
 /// answers under the server's keys.
 async fn ask_host(
-    relay: &Relay,
+    path: &ToModern,
     capabilities: &Value,
     requests: &[InputRequest],
 ) -> Result<Map<String, Value>, String> {
@@ -319,8 +287,8 @@ async fn ask_host(
             ));
         }
     }
-    let out = relay.gate.outbox();
-    let timeout = relay.config.input_timeout;
+    let out = path.ctx.gate.outbox();
+    let timeout = path.ctx.config.input_timeout;
     let asks = requests.iter().map(|request| {
         let mut params = request.params.clone();
         // 2025-11-25 hosts expect an elicitationId on URL-mode elicitations.
@@ -328,10 +296,11 @@ async fn ask_host(
             && params.get("mode").and_then(Value::as_str) == Some("url")
             && params.get("elicitationId").is_none()
         {
-            params["elicitationId"] = relay.next_upstream_id("elicitation").into();
+            params["elicitationId"] = path.ctx.next_upstream_id("elicitation").into();
         }
         async move {
-            let answer = relay
+            let answer = path
+                .ctx
                 .host_requests
                 .ask(out, &request.method, &params, timeout)
                 .await?;
@@ -344,22 +313,22 @@ async fn ask_host(
 
 /// Ends a call that cannot go on: a tool error the model can read for `tools/call`, a
 /// JSON-RPC error for the rest.
-async fn give_up(relay: &Relay, request: &Call, why: &str) -> Result<(), Failure> {
+async fn give_up(path: &ToModern, request: &Call, why: &str) -> Result<(), Failure> {
     tracing::info!(id = %request.id, reason = %why, "a multi-round call could not be completed");
     if request.method == "tools/call" {
-        deliver(relay, request, &mrtr::tool_error_result(why)).await;
+        deliver(path, request, &mrtr::tool_error_result(why)).await;
         return Ok(());
     }
     Err(Failure::upstream(why))
 }
 
-async fn deliver(relay: &Relay, request: &Call, result: &Value) {
+async fn deliver(path: &ToModern, request: &Call, result: &Value) {
     let line = format!(
         r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
         request.raw_id,
         serde_json::to_string(result).expect("JSON serializes")
     );
-    relay.gate.deliver(&request.id, line.into_bytes()).await;
+    path.ctx.gate.deliver(&request.id, line.into_bytes()).await;
 }
 
 fn invalid_params(message: &str) -> Failure {

@@ -2,67 +2,18 @@
 //! `Mcp-Param-*` headers. Learned from every `tools/list` answer that passes, and refreshed
 //! by the relay itself when a call names a tool it has not seen (or the server says -32020).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::{Map, Value};
 
-use super::Relay;
-use super::call::{Aside, Outgoing, call};
-use super::detect::{insert, modern_headers};
-use super::gate::Failure;
-use super::upstream::Wire;
 use crate::era::envelope::request_line;
-use crate::era::tools::{MAX_LIST_PAGES, ParamHeader, filter_list, values};
+use crate::era::tools::{MAX_LIST_PAGES, values};
 use crate::jsonrpc::message::IdKey;
-
-#[derive(Default)]
-pub struct ToolHeaders {
-    known: Mutex<HashMap<String, Vec<ParamHeader>>>,
-}
-
-impl ToolHeaders {
-    fn learn(&self, kept: Vec<(String, Vec<ParamHeader>)>) {
-        let mut known = self.known.lock().expect("tools lock");
-        for (name, params) in kept {
-            known.insert(name, params);
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<Vec<ParamHeader>> {
-        self.known.lock().expect("tools lock").get(name).cloned()
-    }
-
-    /// Filters the tools of a `tools/list` result in place (tools with invalid
-    /// `x-mcp-header` annotations are dropped, with a warning) and learns the rest.
-    /// Returns whether anything was dropped.
-    pub fn filter_result(&self, result: &mut Value) -> bool {
-        let (kept, dropped) = filter_list(result);
-        self.learn(kept);
-        for (name, reason) in &dropped {
-            tracing::warn!(tool = %name, %reason, "dropped a tool whose x-mcp-header annotation is invalid");
-        }
-        !dropped.is_empty()
-    }
-
-    /// Like [`ToolHeaders::filter_result`] on a whole answer line; the line is returned
-    /// unchanged (byte for byte) when no tool was dropped.
-    pub fn filter_answer(&self, line: Vec<u8>) -> Vec<u8> {
-        let Ok(mut answer) = serde_json::from_slice::<Value>(&line) else {
-            return line;
-        };
-        let Some(result) = answer.get_mut("result") else {
-            return line;
-        };
-        if self.filter_result(result) {
-            serde_json::to_vec(&answer).unwrap_or(line)
-        } else {
-            line
-        }
-    }
-}
+use crate::relay::call::{Aside, Outgoing, call};
+use crate::relay::context::Ctx;
+use crate::relay::detect::{insert, modern_headers};
+use crate::relay::gate::Failure;
+use crate::relay::link::session::Wire;
 
 /// The envelope keys of a request's `_meta`, for the relay's own requests made on its
 /// behalf (no progress token: that belongs to the host's request).
@@ -77,11 +28,7 @@ pub fn envelope_only(params: Option<&Map<String, Value>>) -> Map<String, Value> 
 }
 
 /// Reads every page of `tools/list` with `meta` as the envelope, learning the tools.
-pub async fn refresh(
-    relay: &Relay,
-    version: &str,
-    meta: &Map<String, Value>,
-) -> Result<(), Failure> {
+pub async fn refresh(ctx: &Ctx, version: &str, meta: &Map<String, Value>) -> Result<(), Failure> {
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_LIST_PAGES {
         let mut params = Map::new();
@@ -89,7 +36,7 @@ pub async fn refresh(
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".into(), cursor);
         }
-        let id_text = relay.next_upstream_id("tools");
+        let id_text = ctx.next_upstream_id("tools");
         let raw_id = serde_json::to_string(&id_text).expect("a string serializes");
         let headers = modern_headers(version, "tools/list", Some(&params))?;
         let request = Outgoing {
@@ -102,13 +49,13 @@ pub async fn refresh(
             },
             replay_safe: true,
         };
-        let answer = call(relay, request, &mut |_, _| Aside::Ignore).await?;
+        let answer = call(ctx, request, &mut |_, _| Aside::Ignore).await?;
         let mut answer: Value = serde_json::from_slice(&answer)
             .map_err(|_| Failure::upstream("the upstream's tools/list answer is not JSON"))?;
         let Some(result) = answer.get_mut("result") else {
             return Err(Failure::upstream("the upstream refused tools/list"));
         };
-        relay.tools.filter_result(result);
+        ctx.tools.filter_result(result);
         match result.get("nextCursor") {
             Some(next @ Value::String(_)) => cursor = Some(next.clone()),
             _ => return Ok(()),
@@ -127,7 +74,7 @@ pub enum Arguments<'a> {
 /// Adds a `tools/call`'s `Mcp-Param-*` headers for tool `name`, listing the tools first
 /// (with the envelope `meta` gives) if the relay has not seen this one.
 pub async fn add_param_headers(
-    relay: &Relay,
+    ctx: &Ctx,
     version: &str,
     name: Option<&str>,
     arguments: Arguments<'_>,
@@ -137,13 +84,13 @@ pub async fn add_param_headers(
     let Some(name) = name else {
         return Ok(());
     };
-    let known = match relay.tools.get(name) {
+    let known = match ctx.tools.get(name) {
         Some(known) => known,
         None => {
-            if let Err(failure) = refresh(relay, version, &meta()).await {
+            if let Err(failure) = refresh(ctx, version, &meta()).await {
                 tracing::debug!(problem = %failure.message, "could not list the tools for their x-mcp-header annotations");
             }
-            relay.tools.get(name).unwrap_or_default()
+            ctx.tools.get(name).unwrap_or_default()
         }
     };
     if known.is_empty() {

@@ -16,14 +16,17 @@ use http::Uri;
 use tokio::sync::{mpsc, watch};
 use url::Url;
 
-use super::Relay;
-use super::exchange::{Call, is_event_stream, is_jsonrpc_error, read_capped, status_failure};
-use super::gate::{Failure, Gate, Registered, Sink};
-use super::methods::is_replay_safe;
-use super::route::{Routed, route};
-use super::upstream::{Wire, requested_delay};
+use super::Link;
+use super::response::{
+    is_event_stream, is_jsonrpc_error, read_capped, requested_delay, status_failure,
+};
+use super::session::Wire;
 use crate::http::sse::{self, describe_body_error};
 use crate::jsonrpc::message::{self, IdKey, Kind};
+use crate::relay::gate::{Failure, Gate, Registered, Sink};
+use crate::relay::methods::is_replay_safe;
+use crate::relay::request::Call;
+use crate::relay::route::{Routed, route};
 
 /// Where POSTs go, as far as the stream has said.
 #[derive(Debug, Clone)]
@@ -63,9 +66,9 @@ impl Default for SseLink {
 
 impl SseLink {
     /// Opens the stream (once); the link then keeps it open for the life of the process.
-    pub fn start(&self, relay: &Arc<Relay>) {
+    pub fn start(&self, link: &Arc<Link>) {
         if !self.started.swap(true, Ordering::AcqRel) {
-            tokio::spawn(run(relay.clone()));
+            tokio::spawn(run(link.clone()));
         }
     }
 
@@ -124,13 +127,13 @@ fn dropped(why: &str) -> Failure {
 
 /// Serves one host request over the link: POST it to the endpoint; its answer comes on the
 /// stream (or, from some servers, in the POST's own body).
-pub async fn exchange(relay: &Arc<Relay>, call: &Call) -> Result<(), Failure> {
-    let link = &relay.sse;
-    link.start(relay);
-    let (endpoint, stream) = link.endpoint().await?;
-    link.note_posted(&relay.gate, call.id.clone(), stream);
+pub async fn exchange(link: &Arc<Link>, call: &Call) -> Result<(), Failure> {
+    let state = &link.sse;
+    state.start(link);
+    let (endpoint, stream) = state.endpoint().await?;
+    state.note_posted(&link.gate, call.id.clone(), stream);
     let wire = Wire::Legacy { initialize: false };
-    let posted = match relay
+    let posted = match link
         .upstream
         .post_to(
             &endpoint,
@@ -142,36 +145,35 @@ pub async fn exchange(relay: &Arc<Relay>, call: &Call) -> Result<(), Failure> {
     {
         Ok(posted) => posted,
         Err(failure) => {
-            link.forget(&call.id);
+            state.forget(&call.id);
             return Err(failure);
         }
     };
     let response = posted.response;
     let status = response.status();
     let retry_after = requested_delay(&response);
-    let body = read_capped(response, relay.upstream.max_message_size())
+    let body = read_capped(response, link.upstream.max_message_size())
         .await
         .unwrap_or_default();
     if status.is_success() {
         if message::parse(&body).is_ok_and(|m| m.kind == Kind::Response)
-            && let Routed::Own(line) = route(&relay.gate, &body, Some(&call.id)).await
+            && let Routed::Own(line) = route(&link.gate, &body, Some(&call.id)).await
         {
-            relay.gate.deliver(&call.id, line).await;
+            link.gate.deliver(&call.id, line).await;
         }
         // Accepted while its stream dropped: the answer cannot come any more.
-        if !link.is_current(stream) {
-            relay
-                .gate
+        if !state.is_current(stream) {
+            link.gate
                 .fail(&call.id, &dropped("it dropped while the request was sent"))
                 .await;
         }
         return Ok(());
     }
-    link.forget(&call.id);
+    state.forget(&call.id);
     if is_jsonrpc_error(&body)
-        && let Routed::Own(line) = route(&relay.gate, &body, Some(&call.id)).await
+        && let Routed::Own(line) = route(&link.gate, &body, Some(&call.id)).await
     {
-        relay.gate.deliver(&call.id, line).await;
+        link.gate.deliver(&call.id, line).await;
         return Ok(());
     }
     Err(status_failure(status, retry_after))
@@ -179,9 +181,9 @@ pub async fn exchange(relay: &Arc<Relay>, call: &Call) -> Result<(), Failure> {
 
 /// POSTs a message that gets no answer (a notification, or the host's answer to the
 /// server). Failures are logged: there is nobody to answer.
-pub async fn deliver(relay: &Arc<Relay>, body: Bytes) -> bool {
-    relay.sse.start(relay);
-    let (endpoint, _) = match relay.sse.endpoint().await {
+pub async fn deliver(link: &Arc<Link>, body: Bytes) -> bool {
+    link.sse.start(link);
+    let (endpoint, _) = match link.sse.endpoint().await {
         Ok(endpoint) => endpoint,
         Err(failure) => {
             tracing::warn!(problem = %failure.message, "could not deliver a notification or answer over HTTP+SSE");
@@ -189,7 +191,7 @@ pub async fn deliver(relay: &Arc<Relay>, body: Bytes) -> bool {
         }
     };
     let wire = Wire::Legacy { initialize: false };
-    match relay.upstream.post_to(&endpoint, body, &wire, true).await {
+    match link.upstream.post_to(&endpoint, body, &wire, true).await {
         Ok(posted) if posted.response.status().is_success() => true,
         Ok(posted) => {
             tracing::warn!(status = %posted.response.status(), "the upstream refused a notification or answer");
@@ -204,9 +206,9 @@ pub async fn deliver(relay: &Arc<Relay>, body: Bytes) -> bool {
 
 /// `auto`: after the first POST was refused with 400, 404 or 405, whether a GET to the
 /// same URL opens an HTTP+SSE stream (its `endpoint` event arrives).
-pub async fn try_fall_back(relay: &Arc<Relay>) -> bool {
-    relay.sse.start(relay);
-    relay.sse.endpoint().await.is_ok()
+pub async fn try_fall_back(link: &Arc<Link>) -> bool {
+    link.sse.start(link);
+    link.sse.endpoint().await.is_ok()
 }
 
 /// How reading one stream ended.
@@ -220,17 +222,17 @@ struct Ended {
 
 /// Keeps a stream open: reads it, and after a drop fails what was waiting on it and
 /// reconnects (exponential backoff with jitter, `--max-reconnects` attempts in a row).
-async fn run(relay: Arc<Relay>) {
-    let link = &relay.sse;
+async fn run(link: Arc<Link>) {
+    let state = &link.sse;
     let mut backoff = fresh_backoff();
     let mut failures = 0;
     let mut ever_connected = false;
     loop {
-        let stream = link.streams.fetch_add(1, Ordering::AcqRel) + 1;
-        let ended = read_stream(&relay, stream, ever_connected).await;
-        link.endpoint.send_replace(Endpoint::Connecting);
-        for id in link.take_posted_on(stream) {
-            relay.gate.fail(&id, &dropped(&ended.why)).await;
+        let stream = state.streams.fetch_add(1, Ordering::AcqRel) + 1;
+        let ended = read_stream(&link, stream, ever_connected).await;
+        state.endpoint.send_replace(Endpoint::Connecting);
+        for id in state.take_posted_on(stream) {
+            link.gate.fail(&id, &dropped(&ended.why)).await;
         }
         if ended.connected {
             ever_connected = true;
@@ -239,15 +241,15 @@ async fn run(relay: Arc<Relay>) {
         } else {
             failures += 1;
         }
-        if ended.fatal || (!ever_connected && failures > 0 && relay.transports.decided().is_none())
-        {
+        if ended.fatal || (!ever_connected && failures > 0 && link.transports.decided().is_none()) {
             // `auto` probing a server that is not HTTP+SSE gets its answer at once.
-            link.endpoint
+            state
+                .endpoint
                 .send_replace(Endpoint::Failed(format!("HTTP+SSE: {}", ended.why)));
             return;
         }
-        if failures > relay.config.max_reconnects {
-            link.endpoint.send_replace(Endpoint::Failed(format!(
+        if failures > link.max_reconnects {
+            state.endpoint.send_replace(Endpoint::Failed(format!(
                 "the HTTP+SSE stream could not be re-established after {failures} attempts: {}",
                 ended.why
             )));
@@ -260,13 +262,13 @@ async fn run(relay: Arc<Relay>) {
 }
 
 /// Opens stream number `stream` and reads it until it ends.
-async fn read_stream(relay: &Arc<Relay>, stream: u64, reconnect: bool) -> Ended {
+async fn read_stream(link: &Arc<Link>, stream: u64, reconnect: bool) -> Ended {
     let not_connected = |why: String, fatal: bool| Ended {
         connected: false,
         fatal,
         why,
     };
-    let response = match relay.upstream.get(None, true).await {
+    let response = match link.upstream.get(None, true).await {
         Ok(response) => response,
         Err(e) => return not_connected(describe_body_error(&e), false),
     };
@@ -274,7 +276,7 @@ async fn read_stream(relay: &Arc<Relay>, stream: u64, reconnect: bool) -> Ended 
     if !status.is_success() || !is_event_stream(&response) {
         let why = format!(
             "GET {} answered HTTP {status}{}",
-            relay.upstream.display_url(),
+            link.upstream.display_url(),
             if status.is_success() {
                 " without an event stream"
             } else {
@@ -285,9 +287,9 @@ async fn read_stream(relay: &Arc<Relay>, stream: u64, reconnect: bool) -> Ended 
         // that will take us): say so instead of retrying.
         return not_connected(why, !reconnect);
     }
-    let mut events = sse::events(response, relay.upstream.max_message_size());
+    let mut events = sse::events(response, link.upstream.max_message_size());
     let mut have_endpoint = false;
-    let first_wait = relay.config.client.connect_timeout;
+    let first_wait = link.connect_timeout;
     loop {
         let next = if have_endpoint {
             events.next().await
@@ -325,7 +327,7 @@ async fn read_stream(relay: &Arc<Relay>, stream: u64, reconnect: bool) -> Ended 
         match event.event.as_deref() {
             Some("endpoint") => {
                 let Some(data) = event.data else { continue };
-                let endpoint = match resolve(&relay.config.url, data.trim()) {
+                let endpoint = match resolve(&link.url, data.trim()) {
                     Ok(endpoint) => endpoint,
                     Err(why) => {
                         tracing::error!("{why}");
@@ -338,18 +340,17 @@ async fn read_stream(relay: &Arc<Relay>, stream: u64, reconnect: bool) -> Ended 
                 };
                 have_endpoint = true;
                 if reconnect {
-                    tokio::spawn(reinitialize(relay.clone(), endpoint, stream));
+                    tokio::spawn(reinitialize(link.clone(), endpoint, stream));
                 } else {
                     tracing::debug!("the HTTP+SSE stream named its endpoint");
-                    relay
-                        .sse
+                    link.sse
                         .endpoint
                         .send_replace(Endpoint::Ready(endpoint, stream));
                 }
             }
             None | Some("message") => {
                 if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
-                    route(&relay.gate, data.as_bytes(), None).await;
+                    route(&link.gate, data.as_bytes(), None).await;
                 }
             }
             Some(other) => tracing::debug!(event = other, "ignored an SSE event of another kind"),
@@ -379,40 +380,39 @@ fn resolve(sse_url: &Url, endpoint: &str) -> Result<Uri, String> {
 /// A new stream after a drop: the host's `initialize` and `notifications/initialized` go to
 /// the new endpoint under the relay's own id (the answer is swallowed), then the endpoint
 /// is opened to the host's requests. A host that never initialized has nothing to replay.
-async fn reinitialize(relay: Arc<Relay>, endpoint: Uri, stream: u64) {
-    let link = &relay.sse;
-    if let Some(params) = relay.upstream.host_initialize_params() {
-        let n = link.next_hidden.fetch_add(1, Ordering::Relaxed) + 1;
+async fn reinitialize(link: Arc<Link>, endpoint: Uri, stream: u64) {
+    let state = &link.sse;
+    if let Some(params) = link.upstream.host_initialize_params() {
+        let n = state.next_hidden.fetch_add(1, Ordering::Relaxed) + 1;
         let raw_id = format!("\"mcp-stdio-reinit-{n}\"");
         let id = IdKey::Str(format!("mcp-stdio-reinit-{n}"));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        if relay.gate.register(id.clone(), &raw_id, Sink::Batch(tx)) != Registered::Ok {
+        if link.gate.register(id.clone(), &raw_id, Sink::Batch(tx)) != Registered::Ok {
             tracing::warn!("could not re-initialize over HTTP+SSE: too many requests in flight");
         } else {
-            link.note_posted(&relay.gate, id.clone(), stream);
+            state.note_posted(&link.gate, id.clone(), stream);
             let line = format!(
                 r#"{{"jsonrpc":"2.0","id":{raw_id},"method":"initialize","params":{params}}}"#
             );
             let wire = Wire::Legacy { initialize: true };
-            let sent = relay
+            let sent = link
                 .upstream
                 .post_to(&endpoint, Bytes::from(line), &wire, true)
                 .await;
             let accepted = sent.is_ok_and(|p| p.response.status().is_success());
             let answer = if accepted {
-                tokio::time::timeout(relay.upstream.read_timeout(), rx.recv())
+                tokio::time::timeout(link.upstream.read_timeout(), rx.recv())
                     .await
                     .ok()
                     .flatten()
                     .flatten()
             } else {
-                relay
-                    .gate
+                link.gate
                     .fail(&id, &Failure::upstream("not accepted"))
                     .await;
                 None
             };
-            link.forget(&id);
+            state.forget(&id);
             let ok = answer.is_some_and(|a| {
                 message::parse(&a).is_ok_and(|m| m.kind == Kind::Response && m.error.is_none())
             });
@@ -424,7 +424,7 @@ async fn reinitialize(relay: Arc<Relay>, endpoint: Uri, stream: u64) {
                 let initialized = Bytes::from_static(
                     br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
                 );
-                let _ = relay
+                let _ = link
                     .upstream
                     .post_to(&endpoint, initialized, &wire, true)
                     .await;
@@ -433,8 +433,9 @@ async fn reinitialize(relay: Arc<Relay>, endpoint: Uri, stream: u64) {
         }
     }
     // Only if no newer stream replaced this one meanwhile.
-    if link.streams.load(Ordering::Acquire) == stream {
-        link.endpoint
+    if state.streams.load(Ordering::Acquire) == stream {
+        state
+            .endpoint
             .send_replace(Endpoint::Ready(endpoint, stream));
     }
 }

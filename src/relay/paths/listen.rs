@@ -10,13 +10,14 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::Relay;
-use super::call::{Aside, Outgoing, call};
-use super::detect::modern_headers;
-use super::upstream::Wire;
+use super::host_profile::HostProfile;
 use crate::era::META_SUBSCRIPTION_ID;
 use crate::era::envelope::{self, request_line};
 use crate::jsonrpc::message::{IdKey, Kind, Message};
+use crate::relay::call::{Aside, Outgoing, call};
+use crate::relay::context::Ctx;
+use crate::relay::detect::modern_headers;
+use crate::relay::link::session::Wire;
 
 /// What the host wants to hear about: a listen filter.
 pub type Interest = crate::era::listen::Filter;
@@ -25,21 +26,22 @@ pub struct Listens {
     interest: watch::Sender<Interest>,
     running: AtomicBool,
     version: Mutex<String>,
+    /// The host's envelope, stamped on every listen.
+    profile: Arc<HostProfile>,
 }
 
-impl Default for Listens {
-    fn default() -> Self {
+impl Listens {
+    pub fn new(profile: Arc<HostProfile>) -> Self {
         Self {
             interest: watch::Sender::new(Interest::default()),
             running: AtomicBool::new(false),
             version: Mutex::new(String::new()),
+            profile,
         }
     }
-}
 
-impl Listens {
     /// Registers interest in the list changes the server advertises; starts the stream.
-    pub fn start(&self, relay: &Arc<Relay>, version: &str, capabilities: Option<&Value>) {
+    pub fn start(&self, ctx: &Arc<Ctx>, version: &str, capabilities: Option<&Value>) {
         let advertised = |family: &str| {
             capabilities
                 .and_then(|c| c.get(family))
@@ -52,13 +54,13 @@ impl Listens {
             interest.prompts = advertised("prompts");
             interest.resources = advertised("resources");
         });
-        self.ensure_running(relay, version);
+        self.ensure_running(ctx, version);
     }
 
-    pub fn subscribe(&self, relay: &Arc<Relay>, version: &str, uri: String) {
+    pub fn subscribe(&self, ctx: &Arc<Ctx>, version: &str, uri: String) {
         self.interest
             .send_if_modified(|interest| interest.uris.insert(uri));
-        self.ensure_running(relay, version);
+        self.ensure_running(ctx, version);
     }
 
     pub fn unsubscribe(&self, uri: &str) {
@@ -66,13 +68,14 @@ impl Listens {
             .send_if_modified(|interest| interest.uris.remove(uri));
     }
 
-    fn ensure_running(&self, relay: &Arc<Relay>, version: &str) {
+    fn ensure_running(&self, ctx: &Arc<Ctx>, version: &str) {
         *self.version.lock().expect("version lock") = version.to_owned();
         if !self.running.swap(true, Ordering::SeqCst) {
-            let relay = relay.clone();
+            let ctx = ctx.clone();
             let interest = self.interest.subscribe();
             let version = version.to_owned();
-            tokio::spawn(async move { run(relay, interest, version).await });
+            let profile = self.profile.clone();
+            tokio::spawn(async move { run(ctx, profile, interest, version).await });
         }
     }
 }
@@ -87,7 +90,12 @@ enum Ended {
     Dropped { acknowledged: bool, why: String },
 }
 
-async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version: String) {
+async fn run(
+    ctx: Arc<Ctx>,
+    profile: Arc<HostProfile>,
+    mut interest: watch::Receiver<Interest>,
+    version: String,
+) {
     let mut failures = 0u32;
     let mut dropped_before = false;
     loop {
@@ -99,7 +107,7 @@ async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version
             continue;
         }
         let ended = tokio::select! {
-            ended = listen_once(&relay, &wanted, &version, dropped_before) => ended,
+            ended = listen_once(&ctx, &profile, &wanted, &version, dropped_before) => ended,
             changed = interest.changed() => {
                 if changed.is_err() {
                     return;
@@ -120,7 +128,7 @@ async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version
             Ended::Dropped { acknowledged, why } => {
                 failures = if acknowledged { 1 } else { failures + 1 };
                 dropped_before = true;
-                if failures > relay.config.max_reconnects {
+                if failures > ctx.config.max_reconnects {
                     tracing::warn!(attempts = failures, problem = %why, "gave up on the listen stream");
                     None
                 } else {
@@ -145,11 +153,17 @@ async fn run(relay: Arc<Relay>, mut interest: watch::Receiver<Interest>, version
     }
 }
 
-async fn listen_once(relay: &Relay, wanted: &Interest, version: &str, resync: bool) -> Ended {
+async fn listen_once(
+    ctx: &Ctx,
+    profile: &HostProfile,
+    wanted: &Interest,
+    version: &str,
+    resync: bool,
+) -> Ended {
     let mut params = Map::new();
-    envelope::stamp(&mut params, &relay.legacy_host.profile().stamp(version));
+    envelope::stamp(&mut params, &profile.get().stamp(version));
     params.insert("notifications".into(), wanted.honoured());
-    let id = relay.next_upstream_id("listen");
+    let id = ctx.next_upstream_id("listen");
     let raw_id = serde_json::to_string(&id).expect("a string serializes");
     let headers = match modern_headers(version, "subscriptions/listen", Some(&params)) {
         Ok(headers) => headers,
@@ -166,13 +180,13 @@ async fn listen_once(relay: &Relay, wanted: &Interest, version: &str, resync: bo
         replay_safe: true,
     };
     let mut acknowledged = false;
-    let out = relay.gate.outbox().clone();
-    let answer = call(relay, outgoing, &mut |message, _| {
+    let out = ctx.gate.outbox().clone();
+    let answer = call(ctx, outgoing, &mut |message, _| {
         on_stream(message, wanted, &mut acknowledged, resync, &out)
     })
     .await;
     match answer {
-        Ok(line) if crate::relay::passthrough::error_code(&line).is_some() => {
+        Ok(line) if crate::relay::link::response::error_code(&line).is_some() => {
             Ended::Refused(String::from_utf8_lossy(&line).into_owned())
         }
         Ok(_) => Ended::Graceful,

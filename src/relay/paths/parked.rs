@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::gate::Failure;
+use crate::relay::gate::Failure;
 
 /// A request the legacy server made during a call.
 #[derive(Debug)]

@@ -9,25 +9,25 @@ use serde_json::value::RawValue;
 
 use serde_json::{Value, json};
 
-use super::Relay;
-use super::call::{Aside, Outgoing, call};
-use super::detect::modern_headers_named;
-use super::exchange::Call;
-use super::gate::Failure;
-use super::methods::is_replay_safe;
-use super::tool_headers::{Arguments, add_param_headers, envelope_only, refresh};
-use super::upstream::Wire;
+use super::tool_args::{Arguments, add_param_headers, envelope_only, refresh};
 use crate::era::bridge::modern_code_for_modern_host;
 use crate::era::envelope::{self, Claim, ClaimError};
 use crate::era::{HEADER_MISMATCH, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::error::INVALID_PARAMS;
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message;
+use crate::relay::call::{Aside, Outgoing, call};
+use crate::relay::context::Ctx;
+use crate::relay::detect::modern_headers_named;
+use crate::relay::gate::Failure;
+use crate::relay::link::session::Wire;
+use crate::relay::methods::is_replay_safe;
+use crate::relay::request::Call;
 
 /// Serves one request of a modern host against a modern server.
-pub async fn serve(relay: Arc<Relay>, call: Call) {
-    if let Err(failure) = relay_request(&relay, &call).await {
-        relay.gate.fail(&call.id, &failure).await;
+pub async fn serve(ctx: Arc<Ctx>, call: Call) {
+    if let Err(failure) = relay_request(&ctx, &call).await {
+        ctx.gate.fail(&call.id, &failure).await;
     }
 }
 
@@ -86,7 +86,7 @@ fn quick_claim<'a>(view: &'a View<'_>) -> Option<&'a str> {
     (capabilities_ok && MODERN_VERSIONS.contains(&version)).then_some(version)
 }
 
-async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
+async fn relay_request(ctx: &Ctx, request: &Call) -> Result<(), Failure> {
     let parsed =
         message::parse(&request.line).map_err(|_| Failure::upstream("unparsable request"))?;
     let view: Option<View<'_>> = match parsed.params {
@@ -107,7 +107,7 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
         let mut headers = modern_headers_named(&version, method, name)?;
         if method == "tools/call" {
             add_param_headers(
-                relay,
+                ctx,
                 &version,
                 name,
                 Arguments::Raw(view.as_ref().and_then(|v| v.arguments)),
@@ -126,7 +126,7 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
             },
             replay_safe: is_replay_safe(method),
         };
-        let answer = call(relay, outgoing, &mut |_, payload| {
+        let answer = call(ctx, outgoing, &mut |_, payload| {
             Aside::Host(one_line(payload).into_owned())
         })
         .await?;
@@ -139,11 +139,11 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
                 "the server answered -32020 to a tools/call; listing the tools again and retrying"
             );
             let meta = envelope_only(envelope::params_object(parsed.params).as_ref());
-            refresh(relay, &version, &meta).await?;
+            refresh(ctx, &version, &meta).await?;
             continue;
         }
         let answer = if method == "tools/list" {
-            relay.tools.filter_answer(answer)
+            ctx.tools.filter_answer(answer)
         } else {
             answer
         };
@@ -158,7 +158,7 @@ async fn relay_request(relay: &Relay, request: &Call) -> Result<(), Failure> {
             }
             _ => answer,
         };
-        relay.gate.deliver(&request.id, answer).await;
+        ctx.gate.deliver(&request.id, answer).await;
         return Ok(());
     }
 }
@@ -263,10 +263,4 @@ fn with_error_code(answer: Vec<u8>, code: i64) -> Vec<u8> {
     };
     value["error"]["code"] = code.into();
     serde_json::to_vec(&value).unwrap_or(answer)
-}
-
-/// The error code of an answer line, if it is an error.
-pub fn error_code(answer: &[u8]) -> Option<i64> {
-    let answer: Value = serde_json::from_slice(answer).ok()?;
-    answer.get("error")?.get("code")?.as_i64()
 }

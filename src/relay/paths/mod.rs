@@ -1,0 +1,18 @@
+//! The paths tier: one module per pairing of the host's era with the upstream's, each
+//! owning its own state and given only the request context (`Ctx`).
+//!
+//! - `legacy`: a handshake-era host and server, byte for byte (either transport).
+//! - `passthrough`: a 2026-07-28 host and server, the host's bytes plus mirrored headers.
+//! - `to_modern`: a legacy host in front of a 2026-07-28 server (with `listen` and the
+//!   host's `host_profile`).
+//! - `to_legacy`: a 2026-07-28 host in front of a legacy server (with its `parked` calls).
+//! - `tool_args`: a modern server's `Mcp-Param-*` headers, for both paths that reach one.
+
+mod host_profile;
+pub mod legacy;
+mod listen;
+mod parked;
+pub mod passthrough;
+pub mod to_legacy;
+pub mod to_modern;
+mod tool_args;
