@@ -14,9 +14,9 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use super::Gateway;
+use super::http::{SseTiming, json_error, sse_body, sse_event};
 use super::params::ask;
 use super::pool::Backend;
-use super::routes::{json_error, sse, sse_event};
 use crate::era::listen::{self, Filter};
 use crate::jsonrpc::error::INVALID_PARAMS;
 
@@ -61,43 +61,25 @@ pub async fn serve(
         filter,
         id,
         first: Some(ack),
-        done: false,
     };
-    let keepalive = gateway.config.keepalive;
-    let closing = gateway.closing.clone();
+    let farewell = sse_event(None, &listen::end(&state.id));
     let ended = backend.session.ended.clone();
-    let stream = futures_util::stream::unfold(state, move |mut state| {
-        let closing = closing.clone();
+    let source = futures_util::stream::unfold(state, move |mut state| {
         let ended = ended.clone();
         async move {
-            if state.done {
-                return None;
-            }
             if let Some(ack) = state.first.take() {
-                return Some((
-                    Ok::<_, std::convert::Infallible>(sse_event(None, &ack)),
-                    state,
-                ));
+                return Some((sse_event(None, &ack), state));
             }
             loop {
                 let line = tokio::select! {
                     line = state.changes.recv() => line,
-                    _ = tokio::time::sleep(keepalive) => {
-                        return Some((Ok(Bytes::from_static(b": keepalive\n\n")), state));
-                    }
-                    _ = closing.cancelled() => {
-                        // A graceful end: the listen's result.
-                        state.done = true;
-                        let end = listen::end(&state.id);
-                        return Some((Ok(sse_event(None, &end)), state));
-                    }
                     // The child is gone: an unexpected drop, so the client re-listens.
                     _ = ended.cancelled() => return None,
                 };
                 match line {
                     Ok(line) => {
                         if let Some(event) = state.deliver(&line) {
-                            return Some((Ok(sse_event(None, &event)), state));
+                            return Some((sse_event(None, &event), state));
                         }
                     }
                     // Missed notifications: end without the result, so the client
@@ -114,7 +96,8 @@ pub async fn serve(
             }
         }
     });
-    sse(Body::from_stream(stream))
+    // A graceful end at shutdown: the listen's result.
+    sse_body(source, SseTiming::of(gateway), || {}, Some(farewell))
 }
 
 struct Listening {
@@ -124,7 +107,6 @@ struct Listening {
     filter: Filter,
     id: Value,
     first: Option<Vec<u8>>,
-    done: bool,
 }
 
 impl Listening {

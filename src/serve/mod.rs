@@ -4,16 +4,19 @@
 
 mod child;
 pub mod child_era;
+mod front;
 pub mod guard;
+mod http;
 mod ladder;
+mod legacy;
 mod listen;
 mod metrics;
 mod modern;
 mod params;
 mod pool;
-mod routes;
 mod session;
 mod sessions;
+mod tool_cache;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -177,7 +180,7 @@ pub async fn run(config: ServeConfig) -> i32 {
                 let service = hyper::service::service_fn(move |request| {
                     let gateway = for_requests.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(routes::handle(gateway, peer, request).await)
+                        Ok::<_, std::convert::Infallible>(front::handle(gateway, peer, request).await)
                     }
                 });
                 let connection = http1::Builder::new()

@@ -10,14 +10,15 @@ use std::sync::atomic::Ordering;
 
 use axum::body::Body;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::Gateway;
+use super::http::{SseTiming, json, json_error, sse_body, sse_event, undeliverable_response};
 use super::ladder;
 use super::pool::{Backend, Unavailable};
-use super::routes::{json, json_error, sse, sse_event, undeliverable_response};
 use super::session::{Conflict, Event, Session, Undeliverable};
 use super::sessions::Refused;
 use crate::era::bridge::{answer_for_modern, discover_result, modern_answer_for_modern};
@@ -307,36 +308,17 @@ async fn respond(
         Item::Done(line, status) => return json(status, Bytes::from(line)),
         Item::Note(line) => line,
     };
-    let keepalive = gateway.config.keepalive;
-    let closing = gateway.closing.clone();
-    let state = (call, Some(first), false);
-    let stream = futures_util::stream::unfold(state, move |(mut call, first, done)| {
-        let closing = closing.clone();
-        async move {
-            if done {
-                return None;
-            }
-            if let Some(line) = first {
-                let event = sse_event(None, &line);
-                return Some((
-                    Ok::<_, std::convert::Infallible>(event),
-                    (call, None, false),
-                ));
-            }
-            let item = tokio::select! {
-                item = call.next() => item,
-                _ = tokio::time::sleep(keepalive) => {
-                    return Some((Ok(Bytes::from_static(b": keepalive\n\n")), (call, None, false)));
-                }
-                _ = closing.cancelled() => return None,
-            };
-            match item {
-                Item::Note(line) => Some((Ok(sse_event(None, &line)), (call, None, false))),
-                Item::Done(line, _) => Some((Ok(sse_event(None, &line)), (call, None, true))),
-            }
+    let rest = futures_util::stream::unfold((call, false), |(mut call, done)| async move {
+        if done {
+            return None;
         }
+        Some(match call.next().await {
+            Item::Note(line) => (sse_event(None, &line), (call, false)),
+            Item::Done(line, _) => (sse_event(None, &line), (call, true)),
+        })
     });
-    sse(Body::from_stream(stream))
+    let first = futures_util::stream::once(async move { sse_event(None, &first) });
+    sse_body(first.chain(rest), SseTiming::of(gateway), || {}, None)
 }
 
 /// What a child's event becomes for the client.

@@ -3,53 +3,17 @@
 //! gateway checks them: it learns the annotations from the child's `tools/list` once and
 //! forgets them when the child says its tools changed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast;
 
 use super::Gateway;
 use super::pool::Backend;
-use crate::era::tools::{MAX_LIST_PAGES, ParamHeader, check_values, param_headers};
+use super::tool_cache::ToolHeaders;
+use crate::era::tools::{MAX_LIST_PAGES, check_values, param_headers};
 use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::jsonrpc::message::IdKey;
-
-/// Annotated parameters by tool name.
-type ToolHeaders = HashMap<String, Vec<ParamHeader>>;
-
-/// What a backend knows of its child's tools' annotations.
-pub struct ToolCache {
-    known: Option<ToolHeaders>,
-    /// The child's change notifications: a `tools/list_changed` makes the cache stale.
-    changes: broadcast::Receiver<Bytes>,
-}
-
-impl ToolCache {
-    pub fn new(changes: broadcast::Receiver<Bytes>) -> Self {
-        Self {
-            known: None,
-            changes,
-        }
-    }
-
-    /// Whether the child said its tools changed since the last look (or said so much that
-    /// some of it was missed).
-    fn stale(&mut self) -> bool {
-        let mut stale = self.known.is_none();
-        loop {
-            match self.changes.try_recv() {
-                Ok(line) => {
-                    stale |=
-                        memchr::memmem::find(&line, b"notifications/tools/list_changed").is_some();
-                }
-                Err(broadcast::error::TryRecvError::Lagged(_)) => stale = true,
-                Err(_) => return stale,
-            }
-        }
-    }
-}
 
 /// Checks the call's headers; `Err` says which header is wrong and why.
 pub async fn check(

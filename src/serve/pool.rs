@@ -14,9 +14,9 @@ use tokio::sync::OnceCell;
 
 use super::Gateway;
 use super::child_era::ChildEra;
-use super::params::ToolCache;
 use super::session::{Session, Unanswered};
 use super::sessions::Refused;
+use super::tool_cache::ToolCache;
 use crate::era::{LATEST_LEGACY_VERSION, relay_info};
 use crate::jsonrpc::message::IdKey;
 
@@ -30,7 +30,7 @@ pub struct Backend {
     pub modern: bool,
     /// `x-mcp-header` parameters by tool, from the child's `tools/list` (filled on first
     /// use, dropped when the child says its tools changed).
-    pub tool_headers: tokio::sync::Mutex<super::params::ToolCache>,
+    pub tool_headers: tokio::sync::Mutex<ToolCache>,
     /// Listens per resource URI the child is subscribed to (for `subscriptions/listen`).
     pub resource_listeners: Mutex<HashMap<String, usize>>,
 }

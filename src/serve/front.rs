@@ -1,0 +1,323 @@
+//! The front door: health and readiness, the `Host`/`Origin` guards and the bearer in
+//! that order, metadata and metrics, and each POST classified body-first and handed to the
+//! 2026-07-28 path (`modern`) or the handshake-era session endpoint (`legacy`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::header::{
+    ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE,
+};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::Gateway;
+use super::http::{header, json, json_error, text, too_large};
+use crate::era::envelope;
+use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
+use crate::jsonrpc::message;
+
+const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
+pub async fn handle(
+    gateway: Arc<Gateway>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    let config = &gateway.config;
+    match (&method, path.as_str()) {
+        (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
+        (&Method::GET, "/readyz") => return ready(&gateway),
+        _ => {}
+    }
+    if let Err(refused) = guards(&gateway, peer, request.headers()) {
+        return *refused;
+    }
+    if method == Method::GET && path == "/metrics" {
+        if let Err(refused) = authorize(&gateway, peer, request.headers()) {
+            return *refused;
+        }
+        let body = gateway
+            .metrics
+            .render(gateway.sessions.count(), gateway.sessions.count());
+        return Response::builder()
+            .header(CONTENT_TYPE, "text/plain; version=0.0.4")
+            .body(Body::from(body))
+            .expect("a valid response");
+    }
+    if method == Method::GET && path.starts_with(PRM_PREFIX) && config.auth_token.is_some() {
+        return protected_resource_metadata(&gateway, peer, request.headers());
+    }
+    if !path.eq_ignore_ascii_case(&config.path) {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let started = Instant::now();
+    let principal = match authorize(&gateway, peer, request.headers()) {
+        Ok(principal) => principal,
+        Err(refused) => {
+            gateway
+                .metrics
+                .observe(method.as_str(), 401, started.elapsed());
+            return *refused;
+        }
+    };
+    let (label, response) = match method {
+        Method::POST => post(&gateway, principal, request).await,
+        Method::GET | Method::DELETE if config.modern_only => (
+            method.to_string(),
+            Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .header(ALLOW, "POST")
+                .body(Body::empty())
+                .expect("a valid response"),
+        ),
+        Method::GET => (
+            "GET".to_owned(),
+            super::legacy::stream(&gateway, principal, request.headers()),
+        ),
+        Method::DELETE => (
+            "DELETE".to_owned(),
+            super::legacy::delete(&gateway, principal, request.headers()),
+        ),
+        _ => (
+            method.to_string(),
+            Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .header(ALLOW, "GET, POST, DELETE")
+                .body(Body::empty())
+                .expect("a valid response"),
+        ),
+    };
+    gateway
+        .metrics
+        .observe(&label, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// A refusal: the response the request gets instead (boxed: it is large).
+type Refusal = Box<Response<Body>>;
+
+/// `Host` and `Origin`, before anything else is looked at.
+fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Refusal> {
+    let guards = &gateway.config.guards;
+    let forwarded_host = guards
+        .trusts(peer.ip())
+        .then(|| header(headers, "x-forwarded-host"))
+        .flatten();
+    let host = forwarded_host.or_else(|| header(headers, HOST.as_str()));
+    if let Err(refusal) = guards.check_host(host) {
+        tracing::info!(?refusal, "refused a request");
+        return Err(Box::new(json_error(
+            StatusCode::FORBIDDEN,
+            "null",
+            INVALID_REQUEST,
+            "Forbidden: this Host is not allowed (DNS rebinding protection)",
+        )));
+    }
+    let origins: Vec<&str> = headers
+        .get_all(ORIGIN)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if let Err(refusal) = guards.check_origin(&origins) {
+        tracing::info!(?refusal, "refused a request");
+        return Err(Box::new(json_error(
+            StatusCode::FORBIDDEN,
+            "null",
+            INVALID_REQUEST,
+            "Forbidden: this Origin is not allowed (add it with --allow-origin)",
+        )));
+    }
+    Ok(())
+}
+
+/// The static bearer, if one is set. The principal names who may use a session.
+fn authorize(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Result<Option<String>, Refusal> {
+    let Some(expected) = &gateway.config.auth_token else {
+        return Ok(None);
+    };
+    let presented = header(headers, AUTHORIZATION.as_str()).and_then(|value| {
+        let (scheme, token) = value.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    match presented {
+        Some(token) if crate::oauth::pkce::matches(token, expected) => Ok(Some("bearer".into())),
+        _ => {
+            let metadata = format!(
+                "{}{PRM_PREFIX}{}",
+                public_base(gateway, peer, headers),
+                gateway.config.path
+            );
+            let mut response = json_error(
+                StatusCode::UNAUTHORIZED,
+                "null",
+                INVALID_REQUEST,
+                "Unauthorized: send Authorization: Bearer <token>",
+            );
+            if let Ok(value) =
+                HeaderValue::from_str(&format!(r#"Bearer resource_metadata="{metadata}""#))
+            {
+                response.headers_mut().insert(WWW_AUTHENTICATE, value);
+            }
+            Err(Box::new(response))
+        }
+    }
+}
+
+/// `scheme://host` as the client sees this server (a trusted proxy may say).
+fn public_base(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> String {
+    let trusted = gateway.config.guards.trusts(peer.ip());
+    let scheme = trusted
+        .then(|| header(headers, "x-forwarded-proto"))
+        .flatten()
+        .filter(|p| *p == "https" || *p == "http")
+        .unwrap_or("http");
+    let host = trusted
+        .then(|| header(headers, "x-forwarded-host"))
+        .flatten()
+        .or_else(|| header(headers, HOST.as_str()))
+        .unwrap_or("localhost");
+    format!("{scheme}://{host}")
+}
+
+fn protected_resource_metadata(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let base = public_base(gateway, peer, headers);
+    let document = serde_json::json!({
+        "resource": format!("{base}{}", gateway.config.path),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "mcp-stdio serve",
+    });
+    Response::builder()
+        .header(CONTENT_TYPE, "application/json")
+        .body(Body::from(document.to_string()))
+        .expect("a valid response")
+}
+
+fn ready(gateway: &Gateway) -> Response<Body> {
+    if gateway.closing.is_cancelled() {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+    }
+    if gateway.sessions.count() >= gateway.config.max_sessions {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "at --max-sessions\n");
+    }
+    text(StatusCode::OK, "ready\n")
+}
+
+/// Reads and classifies a POST body first (§4.16): the envelope means 2026-07-28, served
+/// statelessly; anything else goes to the handshake-era session endpoint.
+async fn post(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    request: Request<Incoming>,
+) -> (String, Response<Body>) {
+    let max = gateway.config.max_message_size;
+    let headers = request.headers().clone();
+    let declared = header(&headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return ("POST".into(), too_large(max));
+    }
+    // Chunked bodies are read like any other, up to the limit.
+    let body = match http_body_util::Limited::new(request.into_body(), max)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return ("POST".into(), too_large(max));
+        }
+        Err(_) => {
+            return (
+                "POST".into(),
+                text(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read\n",
+                ),
+            );
+        }
+    };
+    let parsed = match message::parse(&body) {
+        Ok(parsed) => parsed,
+        Err(message::Invalid::NotJson(_)) => {
+            return (
+                "POST".into(),
+                json_error(
+                    StatusCode::BAD_REQUEST,
+                    "null",
+                    PARSE_ERROR,
+                    "Parse error: the body is not JSON",
+                ),
+            );
+        }
+        Err(message::Invalid::NotMessage { reason, id }) => {
+            let what = if message::is_batch(&body) {
+                "Invalid Request: batches are not supported (send each message on its own POST)"
+                    .to_owned()
+            } else {
+                format!("Invalid Request: {reason}")
+            };
+            return (
+                "POST".into(),
+                json_error(
+                    StatusCode::BAD_REQUEST,
+                    id.as_deref().unwrap_or("null"),
+                    INVALID_REQUEST,
+                    &what,
+                ),
+            );
+        }
+    };
+    let method = parsed.method.as_deref().unwrap_or("response").to_owned();
+    // Body first (§4.16): the envelope's version key means 2026-07-28, served statelessly
+    // from the principal's pooled backend; everything else keeps the handshake era.
+    if gateway.config.modern_clients && envelope::claims_modern(parsed.params) {
+        let response = super::modern::post(gateway, principal, &headers, &body, &parsed).await;
+        return (method, response);
+    }
+    if gateway.config.modern_clients
+        && header(&headers, "mcp-protocol-version").is_some_and(crate::era::is_modern_version)
+    {
+        return (
+            method,
+            json_error(
+                StatusCode::BAD_REQUEST,
+                parsed.id.map_or("null", |i| i.get()),
+                crate::jsonrpc::error::INVALID_PARAMS,
+                "Invalid params: a 2026-07-28 request needs params._meta with io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
+            ),
+        );
+    }
+    if gateway.config.modern_only {
+        return (
+            method,
+            modern_only_refusal(parsed.id.map_or("null", |i| i.get())),
+        );
+    }
+    super::legacy::post(gateway, principal, &headers, &body, &parsed).await
+}
+
+/// `--modern-only`: the handshake era is not served; the error names what is.
+fn modern_only_refusal(id: &str) -> Response<Body> {
+    json(
+        StatusCode::BAD_REQUEST,
+        Bytes::from(error_response(
+            id,
+            crate::era::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version: this server speaks 2026-07-28 only",
+            Some(serde_json::json!({"supported": crate::era::MODERN_VERSIONS})),
+        )),
+    )
+}

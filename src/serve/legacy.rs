@@ -1,0 +1,347 @@
+//! The handshake-era session endpoint: `initialize` starts a session (a child of its own),
+//! its POSTs are answered with JSON or, when something comes first, an SSE stream; GET is
+//! the session's numbered, resumable stream; DELETE ends it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::header::ACCEPT;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use tokio::sync::mpsc;
+
+use super::Gateway;
+use super::http::{
+    SseTiming, compact, empty, header, json, json_error, sse_body, sse_event, text,
+    undeliverable_response,
+};
+use super::session::{Conflict, Event, Session, request_progress_token};
+use super::sessions::{Refused, short};
+use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
+use crate::jsonrpc::message::{self, IdKey, Kind};
+
+pub const SESSION_ID: &str = "mcp-session-id";
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// A refusal: the response the request gets instead (boxed: it is large).
+type Refusal = Box<Response<Body>>;
+
+/// A handshake-era POST: `initialize` starts a session, anything else needs one. Returns
+/// the metrics label (the method) with the response.
+pub async fn post(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    parsed: &message::Message<'_>,
+) -> (String, Response<Body>) {
+    let method = parsed.method.as_deref().unwrap_or("response").to_owned();
+    let session_header = header(headers, SESSION_ID);
+    if parsed.kind == Kind::Request && method == "initialize" {
+        if session_header.is_some() {
+            return (
+                method,
+                json_error(
+                    StatusCode::BAD_REQUEST,
+                    parsed.id.map_or("null", |i| i.get()),
+                    INVALID_REQUEST,
+                    "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
+                ),
+            );
+        }
+        if gateway.closing.is_cancelled() {
+            return (
+                method,
+                text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+            );
+        }
+        let session = match gateway.sessions.create(gateway, principal, false) {
+            Ok(session) => session,
+            Err(Refused::Full(max)) => {
+                return (
+                    method,
+                    json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        parsed.id.map_or("null", |i| i.get()),
+                        INTERNAL_ERROR,
+                        &format!(
+                            "Service Unavailable: --max-sessions ({max}) sessions are open; try again later"
+                        ),
+                    ),
+                );
+            }
+            Err(Refused::Spawn(why)) => {
+                tracing::error!("{why}");
+                return (
+                    method,
+                    json_error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        parsed.id.map_or("null", |i| i.get()),
+                        INTERNAL_ERROR,
+                        "Internal error: the MCP server could not be started",
+                    ),
+                );
+            }
+        };
+        let mut response = exchange(gateway, &session, body, parsed).await;
+        if let Ok(value) = HeaderValue::from_str(&session.id) {
+            response.headers_mut().insert(SESSION_ID, value);
+        }
+        return (method, response);
+    }
+    let Some(session_id) = session_header else {
+        return (
+            method,
+            json_error(
+                StatusCode::BAD_REQUEST,
+                parsed.id.map_or("null", |i| i.get()),
+                INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required (start a session with initialize)",
+            ),
+        );
+    };
+    let session = match gateway.sessions.get(session_id, principal.as_deref()) {
+        Ok(session) => session,
+        Err(_) => {
+            return (
+                method,
+                json_error(
+                    StatusCode::NOT_FOUND,
+                    parsed.id.map_or("null", |i| i.get()),
+                    INVALID_REQUEST,
+                    "Session not found: it ended or never existed; start a new one with initialize",
+                ),
+            );
+        }
+    };
+    session.touch();
+    match parsed.kind {
+        Kind::Request => {
+            let response = exchange(gateway, &session, body, parsed).await;
+            (method, response)
+        }
+        // Notifications and the client's answers to the server's requests.
+        Kind::Notification | Kind::Response => {
+            if let Err(undeliverable) = session
+                .send_to_child(compact(body), gateway.config.response_timeout)
+                .await
+            {
+                return (
+                    method,
+                    undeliverable_response(gateway, "null", &undeliverable),
+                );
+            }
+            (method, empty(StatusCode::ACCEPTED))
+        }
+    }
+}
+
+/// Sends one request to the session's child and answers with JSON (when the answer comes
+/// first) or an SSE stream (when something for this request comes before it).
+async fn exchange(
+    gateway: &Arc<Gateway>,
+    session: &Arc<Session>,
+    body: &Bytes,
+    parsed: &message::Message<'_>,
+) -> Response<Body> {
+    let raw_id = parsed.id.expect("requests have ids").get().to_owned();
+    let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
+    let (tx, mut rx) = mpsc::channel(64);
+    let line = compact(body);
+    match session.register(id.clone(), &line, request_progress_token(parsed.params), tx) {
+        Ok(true) => {
+            if let Err(undeliverable) = session
+                .send_to_child(line, gateway.config.response_timeout)
+                .await
+            {
+                session.forget(&id);
+                return undeliverable_response(gateway, &raw_id, &undeliverable);
+            }
+        }
+        Ok(false) => {} // the same request is already running: wait for its answer
+        Err(Conflict::DifferentRequest) => {
+            return json_error(
+                StatusCode::CONFLICT,
+                &raw_id,
+                INVALID_REQUEST,
+                &format!(
+                    "Conflict: request id {raw_id} is already in flight with a different request"
+                ),
+            );
+        }
+        Err(Conflict::Full) => {
+            return json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                &raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Too Many Requests: --max-requests-per-session ({}) requests are in flight on this session",
+                    gateway.config.max_requests_per_session
+                ),
+            );
+        }
+    }
+    session.busy.fetch_add(1, Ordering::Relaxed);
+    let busy = Busy(session.clone());
+    let timeout = gateway.config.response_timeout;
+    let first = match tokio::time::timeout(timeout, rx.recv()).await {
+        Ok(Some(event)) => event,
+        Ok(None) => Event::Failed("the session ended".into()),
+        Err(_) => {
+            session.forget(&id);
+            return json_error(
+                StatusCode::GATEWAY_TIMEOUT,
+                &raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Gateway Timeout: the MCP server did not answer within {} s (--timeout-response)",
+                    timeout.as_secs_f64()
+                ),
+            );
+        }
+    };
+    match first {
+        Event::Answer(line) => json(StatusCode::OK, line),
+        Event::Failed(why) => json_error(StatusCode::OK, &raw_id, INTERNAL_ERROR, &why),
+        Event::Message(line) => {
+            // Something for this request came before its answer: stream from here on.
+            let rest = futures_util::stream::unfold(
+                (rx, raw_id, busy, false),
+                |(mut rx, raw_id, busy, done)| async move {
+                    if done {
+                        return None;
+                    }
+                    let (chunk, done) = match rx.recv().await? {
+                        Event::Message(line) => (sse_event(None, &line), false),
+                        Event::Answer(line) => (sse_event(None, &line), true),
+                        Event::Failed(why) => (
+                            sse_event(None, &error_response(&raw_id, INTERNAL_ERROR, &why, None)),
+                            true,
+                        ),
+                    };
+                    Some((chunk, (rx, raw_id, busy, done)))
+                },
+            );
+            let first = futures_util::stream::once(async move { sse_event(None, &line) });
+            sse_body(first.chain(rest), SseTiming::of(gateway), || {}, None)
+        }
+    }
+}
+
+/// Marks a session busy while a request or stream is open on it (the idle reaper waits).
+struct Busy(Arc<Session>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// The session's GET stream: events numbered per session, resumable with
+/// `Last-Event-ID` from the replay buffer, `: keepalive` comments in between.
+pub fn stream(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let session = match session_of(gateway, principal, headers) {
+        Ok(session) => session,
+        Err(refused) => return *refused,
+    };
+    let accepts_sse = header(headers, ACCEPT.as_str())
+        .is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
+    if !accepts_sse {
+        return text(
+            StatusCode::NOT_ACCEPTABLE,
+            "the GET stream is text/event-stream\n",
+        );
+    }
+    let last = header(headers, LAST_EVENT_ID).and_then(|v| v.trim().parse::<u64>().ok());
+    let (generation, from) = session.open_stream(last);
+    session.busy.fetch_add(1, Ordering::Relaxed);
+    let busy = Busy(session.clone());
+    let closing = gateway.closing.clone();
+    tracing::debug!(session = %short(&session.id), from, "GET stream opened");
+    let source = futures_util::stream::unfold((from, busy), move |(cursor, busy)| {
+        let closing = closing.clone();
+        async move {
+            let session = busy.0.clone();
+            loop {
+                let notified = session.outbound_changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let events = session.events_from(generation, cursor)?;
+                if !events.is_empty() {
+                    let mut chunk = Vec::new();
+                    let mut next = cursor;
+                    for (id, line) in events {
+                        chunk.extend_from_slice(&sse_event(Some(id), &line));
+                        next = id + 1;
+                    }
+                    return Some((Bytes::from(chunk), (next, busy)));
+                }
+                if session.ended.is_cancelled() || closing.is_cancelled() {
+                    return None;
+                }
+                tokio::select! {
+                    _ = &mut notified => continue,
+                    _ = session.ended.cancelled() => return None,
+                    _ = closing.cancelled() => return None,
+                }
+            }
+        }
+    });
+    // A quiet stream still counts as use: the idle reaper leaves its session alone.
+    let touched = session.clone();
+    sse_body(
+        source,
+        SseTiming::of(gateway),
+        move || touched.touch(),
+        None,
+    )
+}
+
+pub fn delete(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    match session_of(gateway, principal, headers) {
+        Ok(session) => {
+            gateway.sessions.end(&session);
+            empty(StatusCode::OK)
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// The session a GET or DELETE names: 400 without `Mcp-Session-Id`, 404 for one that is
+/// unknown, ended, or someone else's.
+fn session_of(
+    gateway: &Gateway,
+    principal: Option<String>,
+    headers: &HeaderMap,
+) -> Result<Arc<Session>, Refusal> {
+    let Some(session_id) = header(headers, SESSION_ID) else {
+        return Err(Box::new(json_error(
+            StatusCode::BAD_REQUEST,
+            "null",
+            INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+        )));
+    };
+    gateway
+        .sessions
+        .get(session_id, principal.as_deref())
+        .map_err(|_| {
+            Box::new(json_error(
+                StatusCode::NOT_FOUND,
+                "null",
+                INVALID_REQUEST,
+                "Session not found",
+            ))
+        })
+}
