@@ -14,5 +14,6 @@ pub mod oauth;
 pub mod parking;
 pub mod relay;
 pub mod sandbox;
+pub mod secret;
 pub mod serve;
 pub mod shutdown;

@@ -5,10 +5,10 @@
 mod common;
 
 use common::binary;
-use mcp_stdio::oauth::secret::Secret;
 use mcp_stdio::oauth::store::backend::{Choice, TokenStore};
 use mcp_stdio::oauth::store::file::FileStore;
 use mcp_stdio::oauth::store::{Document, Grant};
+use mcp_stdio::secret::Secret;
 
 fn run(args: &[&str], state: &std::path::Path) -> (i32, String, String) {
     let output = std::process::Command::new(binary())

@@ -9,9 +9,9 @@ use url::Url;
 use super::{non_negative_seconds, positive_seconds};
 use crate::oauth::flow::{Resource, Settings};
 use crate::oauth::jwt::ClientKey;
-use crate::oauth::secret::Secret;
 use crate::oauth::store::backend::Choice;
 use crate::oauth::store::file::FileStore;
+use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TokenStoreChoice {

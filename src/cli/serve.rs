@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{non_negative_seconds, positive_seconds};
 use crate::logging::{LogFormat, LogLevel};
-use crate::oauth::secret::Secret;
+use crate::secret::Secret;
 use crate::serve::ServeConfig;
 use crate::serve::child_era::ChildEraChoice;
 use crate::serve::guard::Guards;

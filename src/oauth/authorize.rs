@@ -3,8 +3,8 @@
 
 use url::Url;
 
-use super::pkce::matches;
-use super::secret::Secret;
+use crate::secret::Secret;
+use crate::secret::matches;
 
 /// What goes into the authorization URL.
 pub struct AuthorizationRequest<'a> {

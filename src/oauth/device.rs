@@ -7,8 +7,8 @@ use serde::Deserialize;
 use url::Url;
 
 use super::authorize::sanitized;
-use super::secret::Secret;
 use super::wellknown::checked;
+use crate::secret::Secret;
 
 pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:device_code";
 

@@ -13,7 +13,6 @@ use super::discovery::{Discovered, discover};
 use super::http::{BasicAuth, Fetched, OAuthHttp};
 use super::pkce::{Pkce, random_token};
 use super::registration::{choose_auth_method, register, still_valid};
-use super::secret::Secret;
 use super::store::backend::TokenStore;
 use super::store::lock::ServerLock;
 use super::store::{Grant, Registration, grant_key};
@@ -21,6 +20,7 @@ use super::token::{
     Issued, TokenFailure, code_exchange_form, grant_from, read_answer, refresh_form, unix_now,
 };
 use crate::logging::notice;
+use crate::secret::Secret;
 
 /// Which RFC 8707 `resource` to send.
 #[derive(Debug, Clone, PartialEq, Eq)]

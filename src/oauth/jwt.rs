@@ -8,7 +8,7 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 
 use super::pkce::random_token;
-use super::secret::Secret;
+use crate::secret::Secret;
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 

@@ -21,7 +21,6 @@ pub mod pkce;
 pub mod provider;
 pub mod registration;
 pub mod revoke;
-pub mod secret;
 pub mod store;
 pub mod token;
 pub mod wellknown;

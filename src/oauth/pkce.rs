@@ -3,7 +3,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::secret::Secret;
+use crate::secret::Secret;
 
 /// A PKCE pair: the verifier stays in memory and goes only to the token endpoint; the
 /// challenge goes in the authorization URL.
@@ -38,16 +38,6 @@ pub fn random_token(bytes: usize) -> Secret {
     Secret::new(URL_SAFE_NO_PAD.encode(raw))
 }
 
-/// Compares a value from the network with our secret in constant time.
-pub fn matches(received: &str, expected: &Secret) -> bool {
-    #[allow(deprecated)] // still the crate's constant-time comparison
-    aws_lc_rs::constant_time::verify_slices_are_equal(
-        received.as_bytes(),
-        expected.expose().as_bytes(),
-    )
-    .is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,13 +58,5 @@ mod tests {
         assert_ne!(a.verifier, b.verifier);
         assert_eq!(a.challenge, challenge_for(a.verifier.expose()));
         assert_eq!(random_token(32).expose().len(), 43);
-    }
-
-    #[test]
-    fn state_comparison() {
-        let state = Secret::new("abc");
-        assert!(matches("abc", &state));
-        assert!(!matches("abd", &state));
-        assert!(!matches("ab", &state));
     }
 }

@@ -8,8 +8,8 @@ use url::Url;
 
 use super::authorize::sanitized;
 use super::http::OAuthHttp;
-use super::secret::Secret;
 use super::store::Registration;
+use crate::secret::Secret;
 
 /// The token endpoint authentication method to use: the first the server supports of
 /// `none` (public client), `client_secret_post`, `client_secret_basic`; with a secret,

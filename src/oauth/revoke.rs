@@ -4,8 +4,8 @@
 use url::Url;
 
 use super::http::{BasicAuth, OAuthHttp};
-use super::secret::Secret;
 use super::store::{Grant, Registration};
+use crate::secret::Secret;
 
 /// Revokes `grant` at its server's revocation endpoint, if it has one. `Ok(false)` when
 /// there is nothing to call.

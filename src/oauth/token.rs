@@ -8,8 +8,8 @@ use http::StatusCode;
 use serde::Deserialize;
 
 use super::authorize::sanitized;
-use super::secret::Secret;
 use super::store::Grant;
+use crate::secret::Secret;
 
 /// A token endpoint's successful answer.
 #[derive(Debug, Clone, Deserialize)]

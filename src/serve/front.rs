@@ -151,7 +151,7 @@ fn authorize(
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
     });
     match presented {
-        Some(token) if crate::oauth::pkce::matches(token, expected) => Ok(Some("bearer".into())),
+        Some(token) if crate::secret::matches(token, expected) => Ok(Some("bearer".into())),
         _ => {
             let metadata = format!(
                 "{}{PRM_PREFIX}{}",

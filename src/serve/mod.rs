@@ -27,7 +27,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::oauth::secret::Secret;
+use crate::secret::Secret;
 use guard::Guards;
 use sessions::Sessions;
 

@@ -241,7 +241,7 @@ mod tests {
 
     use super::super::{Grant, Registration};
     use super::*;
-    use crate::oauth::secret::Secret;
+    use crate::secret::Secret;
 
     fn document() -> Document {
         let mut doc = Document::default();

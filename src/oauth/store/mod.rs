@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::secret::Secret;
+use crate::secret::Secret;
 
 /// Where the grants are kept: `--token-store`, the token file, the Python tool's file to
 /// import, and how long one OS keyring call may take.

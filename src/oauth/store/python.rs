@@ -8,7 +8,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{Document, Grant, Registration, grant_key};
-use crate::oauth::secret::Secret;
+use crate::secret::Secret;
 
 /// One entry as the Python tool writes it (the fields we can use).
 #[derive(Deserialize)]
