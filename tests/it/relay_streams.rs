@@ -1,13 +1,11 @@
 //! Responses: JSON and SSE, events passed through as they arrive, resumption with
 //! Last-Event-ID honouring `retry:`, and a stream that dies before answering.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use axum::http::Method;
-use common::*;
 use serde_json::json;
 use tokio::sync::Notify;
 

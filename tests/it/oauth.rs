@@ -2,14 +2,12 @@
 //! (metadata, registration, authorize, token with PKCE and rotation) on the same host, and a
 //! `$BROWSER` stand-in that follows the authorization redirect like a user would.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::common::*;
 use axum::http::Method;
 use base64::Engine;
-use common::*;
 use serde_json::{Value, json};
 
 /// What an authorization code was issued for.

@@ -1,9 +1,7 @@
 //! Cancellation: forwarded upstream, the HTTP exchange aborted, late answers dropped.
 
-mod common;
-
+use crate::common::*;
 use axum::http::Method;
-use common::*;
 use serde_json::json;
 
 /// An upstream whose calls hang, and whose standalone GET stream delivers the answer for

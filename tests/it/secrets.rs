@@ -1,8 +1,6 @@
 //! Secrets never reach stdout or stderr, at any log level, on any path, success or error.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const TOKEN: &str = "tok-SECRET-0f9e8d7c";

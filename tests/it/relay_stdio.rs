@@ -1,9 +1,7 @@
 //! The stdio side: one compact line per message, faithful bytes, bad input answered and
 //! survived, batches answered as batches, and nothing written for a 202.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]

@@ -1,8 +1,6 @@
 //! `mcp-stdio serve` against the stdio fixture server (`examples/stdio_fixture.rs`), driven
 //! over real HTTP on 127.0.0.1. Every wait has a deadline.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -10,7 +8,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::serve::*;
+use crate::common::serve::*;
 
 #[tokio::test]
 async fn sessions_answers_and_status_codes() {
@@ -429,7 +427,7 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
             "cannot find the command",
         ),
     ] {
-        let (code, stdout, stderr) = common::run_to_end(&args);
+        let (code, stdout, stderr) = crate::common::run_to_end(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(stdout.is_empty());
@@ -543,7 +541,7 @@ async fn the_replay_buffer_keeps_only_the_newest_events() {
 async fn with_no_command_serve_publishes_the_sandbox() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("hello.txt"), "hello from the sandbox\n").unwrap();
-    let mut cmd = tokio::process::Command::new(common::binary());
+    let mut cmd = tokio::process::Command::new(crate::common::binary());
     cmd.args(["serve", "--port", "0"]).current_dir(root.path());
     let serve = Serve::spawn(cmd).await;
     let session = serve.initialize().await;

@@ -1,8 +1,6 @@
 //! `mcp-stdio sandbox` over stdio: the attack corpus against containment, redaction over the
 //! whole response, the nonce fence, both protocol eras, schema errors, bounds, cancellation.
 
-mod common;
-
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Stdio;
@@ -23,7 +21,7 @@ struct Sandbox {
 
 impl Sandbox {
     async fn start(root: &Path, flags: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(common::binary())
+        let mut child = tokio::process::Command::new(crate::common::binary())
             .arg("sandbox")
             .arg("--root")
             .arg(root)

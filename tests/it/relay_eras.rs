@@ -1,10 +1,8 @@
 //! The four era combinations (issue 6): a legacy or 2026-07-28 host in front of a legacy or
 //! 2026-07-28 server, against fake upstreams that check what the spec makes them check.
 
-mod common;
-
+use crate::common::*;
 use axum::http::Method;
-use common::*;
 use serde_json::{Value, json};
 
 const MODERN: &str = "2026-07-28";

@@ -1,13 +1,11 @@
 //! Sessions: session id and protocol-version headers, 404 recovery with the host's own
 //! initialize, DELETE at shutdown, and the GET stream for server-initiated messages.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::common::*;
 use axum::http::Method;
-use common::*;
 use serde_json::json;
 
 #[tokio::test]

@@ -3,12 +3,10 @@
 //! requests in flight, reconnection with the hidden re-initialize, idle detection, a long
 //! stream of small events, and `--transport auto` falling back (or not).
 
-mod common;
-
 use serde_json::{Value, json};
 
-use common::sse_server::SseServer;
-use common::{Relay, host_initialize_params};
+use crate::common::sse_server::SseServer;
+use crate::common::{Relay, host_initialize_params};
 
 fn echo(text: &str) -> Value {
     json!({"name": "echo", "arguments": {"text": text}})

@@ -2,9 +2,7 @@
 //! Ignored by default; `scripts/keyring-test` starts the bus and an unlocked keyring and
 //! runs it (CI does, through `scripts/test-all`).
 
-mod common;
-
-use common::binary;
+use crate::common::binary;
 use mcp_stdio::oauth::store::backend::{Choice, TokenStore};
 use mcp_stdio::oauth::store::file::FileStore;
 use mcp_stdio::oauth::store::{Document, Grant};

@@ -2,15 +2,13 @@
 //! backend, the child's questions as `input_required` rounds, `subscriptions/listen`,
 //! `Mcp-Param-*` checks, and a 2026-07-28 child reached through the era probe.
 
-mod common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use common::serve::*;
+use crate::common::serve::*;
 
 impl Serve {
     /// A 2026-07-28 `tools/call` of `name` without arguments.

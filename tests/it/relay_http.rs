@@ -1,13 +1,11 @@
 //! The HTTP side: retries and what is never replayed, Retry-After, proxies, redirects,
 //! bounds on size and in-flight requests, timeouts and auth errors.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]

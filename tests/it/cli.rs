@@ -1,9 +1,7 @@
 //! Startup: bad flags and environment values stop the program with exit code 2 and one
 //! line that names the flag and what would be accepted; nothing reaches stdout.
 
-mod common;
-
-use common::run_to_end;
+use crate::common::run_to_end;
 
 fn fails_with(args: &[&str], needle: &str) {
     let (code, stdout, stderr) = run_to_end(args);
@@ -100,7 +98,7 @@ fn a_keyring_that_never_answers_is_given_up_after_keyring_timeout() {
             kept.push(stream);
         }
     });
-    let output = std::process::Command::new(common::binary())
+    let output = std::process::Command::new(crate::common::binary())
         .args([
             "status",
             "--token-store",
@@ -158,7 +156,7 @@ fn version_and_help_exit_zero() {
 
 #[test]
 fn a_bad_environment_token_is_refused() {
-    let output = std::process::Command::new(common::binary())
+    let output = std::process::Command::new(crate::common::binary())
         .arg("https://h/mcp")
         .env("MCP_BEARER_TOKEN", "abc\u{7}def")
         .stdin(std::process::Stdio::null())

@@ -3,13 +3,11 @@
 //! stderr is never made non-blocking (logging would start failing).
 #![cfg(unix)]
 
-mod common;
-
 use std::io::{BufRead, Write};
 use std::os::fd::AsFd;
 use std::process::Stdio;
 
-use common::*;
+use crate::common::*;
 use rustix::fs::{OFlags, fcntl_getfl};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;

@@ -1,0 +1,172 @@
+//! The layering rules of `docs/architecture.md`, read off the source as text: a rule
+//! broken by a new import fails here, before anyone has to notice it in review.
+//!
+//! - `era/` and `jsonrpc/` use nothing of the crate outside themselves (the ground floor);
+//! - `relay/` and `serve/` never import each other;
+//! - `sandbox/tools/` knows nothing of JSON-RPC;
+//! - inside `relay/`, no file imports from a higher tier than its own.
+
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The file's code without comments (a path in a doc comment is not an import).
+fn code_of(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The crate modules a file names (`crate::X::…` gives `X`), with the text that named it.
+fn crate_paths(code: &str, prefix: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
+        let end = after
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        named.push(after[..end].to_owned());
+        rest = &after[end..];
+    }
+    named
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(src())
+        .unwrap()
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+#[test]
+fn the_ground_floor_uses_nothing_above_it() {
+    let mut broken = Vec::new();
+    for floor in ["era", "jsonrpc"] {
+        for file in rust_files(&src().join(floor)) {
+            for module in crate_paths(&code_of(&file), "crate::") {
+                if module != floor {
+                    broken.push(format!("{} uses crate::{module}", relative(&file)));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+#[test]
+fn relay_and_serve_never_import_each_other() {
+    let mut broken = Vec::new();
+    for (mode, other) in [("relay", "serve"), ("serve", "relay")] {
+        for file in rust_files(&src().join(mode)) {
+            if crate_paths(&code_of(&file), "crate::").contains(&other.to_owned()) {
+                broken.push(format!("{} uses crate::{other}", relative(&file)));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+#[test]
+fn the_sandbox_tools_know_nothing_of_json_rpc() {
+    let mut broken = Vec::new();
+    for file in rust_files(&src().join("sandbox/tools")) {
+        let code = code_of(&file);
+        if crate_paths(&code, "crate::").iter().any(|m| m == "jsonrpc") || code.contains("jsonrpc")
+        {
+            broken.push(relative(&file));
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+/// The relay's tiers, lowest first (`docs/architecture.md`, "The relay's tiers").
+fn relay_tier(module: &str) -> usize {
+    match module {
+        "config" | "request" | "gate" | "cancel" | "route" | "methods" | "input" | "tool_table"
+        | "eras" => 1,
+        "link" => 2,
+        "context" | "call" | "detect" | "lane" => 3,
+        "paths" => 4,
+        "dispatch" | "mod" => 5,
+        other => panic!("relay/{other} has no tier: add it to relay_tier and the architecture doc"),
+    }
+}
+
+#[test]
+fn relay_tiers_only_import_downward() {
+    let relay = src().join("relay");
+    let mut broken = Vec::new();
+    for file in rust_files(&relay) {
+        let inside = file.strip_prefix(&relay).unwrap();
+        let parts: Vec<String> = inside
+            .iter()
+            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+            .collect();
+        // A file in a folder belongs to the folder's tier.
+        let own = parts[0].clone();
+        let own_tier = relay_tier(&own);
+        let code = code_of(&file);
+        let mut named = crate_paths(&code, "crate::relay::");
+        // `super::X` from a top-level file names relay/X; from inside a folder it names a
+        // sibling (same tier), and `super::super::X` names relay/X.
+        if parts.len() == 1 && own == "mod" {
+            // relay/mod.rs: `super::` is the crate root, outside the relay.
+        } else if parts.len() == 1 || parts[1] == "mod" {
+            named.extend(crate_paths(&code, "super::"));
+        } else {
+            named.extend(crate_paths(&code, "super::super::"));
+        }
+        for module in named {
+            if module.is_empty() || module == "super" || module == own {
+                continue;
+            }
+            let tier = relay_tier(&module);
+            if tier > own_tier {
+                broken.push(format!(
+                    "relay/{} (tier {own_tier}) imports relay::{module} (tier {tier})",
+                    inside.display()
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+#[test]
+fn the_rules_can_fail() {
+    // The scanner must see an import, or every rule above would pass vacuously.
+    let code = "use crate::relay::paths::legacy;\nlet x = super::dispatch::Relay; // crate::serve";
+    assert_eq!(crate_paths(code, "crate::relay::"), ["paths"]);
+    assert_eq!(crate_paths(code, "super::"), ["dispatch"]);
+    assert_eq!(relay_tier("gate"), 1);
+    assert!(relay_tier("paths") > relay_tier("call"));
+    let without_comments: String = code
+        .lines()
+        .map(|l| l.find("//").map_or(l, |at| &l[..at]))
+        .collect();
+    assert!(!without_comments.contains("crate::serve"));
+}

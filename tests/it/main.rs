@@ -1,0 +1,23 @@
+//! The hermetic integration tests, one crate (compiled once, as ripgrep does): the real
+//! binary against in-process fakes on 127.0.0.1:0, a module per area. The fakes and
+//! drivers live in `tests/common/`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod keyring;
+mod layers;
+mod oauth;
+mod relay_cancel;
+mod relay_eras;
+mod relay_http;
+mod relay_session;
+mod relay_sse;
+mod relay_stdio;
+mod relay_stdio_modes;
+mod relay_streams;
+mod sandbox;
+mod secrets;
+mod serve;
+mod serve_modern;
