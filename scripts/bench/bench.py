@@ -1,8 +1,11 @@
 """Benchmarks the relay against the Python mcp-stdio 0.45.2 and a direct HTTP client, in one
 run, against the same fast local upstream (upstream.mjs). Not a test: it reports figures.
 
-Usage: scripts/bench/run [--calls N] [--rounds R] [--eras] [--sse]   (builds the release binary and
-installs peers first)
+Usage: scripts/bench/run [--calls N] [--rounds R] [--eras] [--sse] [--baseline BIN]   (builds the
+release binary and installs peers first)
+
+--baseline BIN adds another build of mcp-stdio (an earlier commit's, say) to the core table, run
+in the same rounds as the others, so a change is measured before and after in one run.
 
 --eras adds the 2026-07-28 paths: a modern host against a modern server (passed through), a
 legacy host against a modern server and a modern host against a legacy server (translated),
@@ -183,6 +186,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--eras", action="store_true", help="also measure the 2026-07-28 paths")
     parser.add_argument("--sse", action="store_true", help="also measure the 2024-11-05 HTTP+SSE transport")
+    parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build")
     args = parser.parse_args()
     upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs"))], stdout=subprocess.PIPE, text=True)
     port = int(upstream.stdout.readline())
@@ -190,10 +194,15 @@ def main() -> None:
     ours = [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--log-level", "off"]
     python_tool = [str(PEERS / "venv" / "bin" / "mcp-stdio"), url]
     runs = {"mcp-stdio (Rust)": [], "mcp-stdio 0.45.2 (Python)": [], "direct HTTP client (httpx)": []}
+    baseline = [args.baseline, url, "--log-level", "off"] if args.baseline else None
+    if baseline:
+        runs["mcp-stdio (Rust, baseline)"] = []
     try:
         asyncio.run(bench_direct(url, 500))  # warms the upstream (Node's JIT) before anything is measured
         for round_number in range(args.rounds):
             relays = [("mcp-stdio (Rust)", ours), ("mcp-stdio 0.45.2 (Python)", python_tool)]
+            if baseline:
+                relays.insert(1, ("mcp-stdio (Rust, baseline)", baseline))
             if round_number % 2:
                 relays.reverse()
             for name, command in relays:
@@ -210,7 +219,7 @@ def main() -> None:
 
 def report(args, runs: dict) -> None:
     results = {name: median_of(r) for name, r in runs.items()}
-    rust, python, direct = results.values()
+    rust, python, direct = (results[n] for n in ("mcp-stdio (Rust)", "mcp-stdio 0.45.2 (Python)", "direct HTTP client (httpx)"))
     print(f"calls per phase: {args.calls}; rounds: {args.rounds} (medians); machine: {os.cpu_count()} cores\n")
     print("| peer | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms/call | (1 in flight) | (16 in flight) | peak RSS MiB | spawn→first response ms |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -229,7 +238,14 @@ def report(args, runs: dict) -> None:
         f"  by phase: 1 in flight {python['cpu_ms_1'] / rust['cpu_ms_1']:.1f}x, "
         f"16 in flight {python['cpu_ms_16'] / rust['cpu_ms_16']:.1f}x"
     )
+    print(f"CPU per call, Rust relay / Python tool: {rust['cpu_ms_per_call'] / python['cpu_ms_per_call']:.3f} (target <= 0.1)")
     print(f"peak RSS, Rust relay: {rust['peak_rss_mib']:.1f} MiB (target <= 10); startup {rust['startup_ms']:.1f} ms (target <= 20)")
+    if "mcp-stdio (Rust, baseline)" in results:
+        base = results["mcp-stdio (Rust, baseline)"]
+        print(
+            f"this build / baseline: CPU per call {rust['cpu_ms_per_call'] / base['cpu_ms_per_call']:.2f}, "
+            f"calls/s {rust['calls_per_s_16'] / base['calls_per_s_16']:.2f}, peak RSS {rust['peak_rss_mib'] / base['peak_rss_mib']:.2f}"
+        )
 
 
 def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
@@ -302,7 +318,14 @@ def bench_sse(calls: int, rounds: int) -> None:
         print(f"| {name} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['calls_per_s_16']:.0f} | {r['cpu_ms_per_call']:.3f} | {r['peak_rss_mib']:.1f} | {r['startup_ms']:.1f} |")
     print(f"\nCPU per call, Python tool / Rust relay: {python['cpu_ms_per_call'] / rust['cpu_ms_per_call']:.1f}x (target >= 10)")
     print(f"throughput, Rust relay / Python tool: {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x")
+    print(f"CPU per call, Rust relay / Python tool: {rust['cpu_ms_per_call'] / python['cpu_ms_per_call']:.3f} (target <= 0.1)")
     print(f"peak RSS, Rust relay: {rust['peak_rss_mib']:.1f} MiB (target <= 10); startup {rust['startup_ms']:.1f} ms (target <= 20)")
+    if "mcp-stdio (Rust, baseline)" in results:
+        base = results["mcp-stdio (Rust, baseline)"]
+        print(
+            f"this build / baseline: CPU per call {rust['cpu_ms_per_call'] / base['cpu_ms_per_call']:.2f}, "
+            f"calls/s {rust['calls_per_s_16'] / base['calls_per_s_16']:.2f}, peak RSS {rust['peak_rss_mib'] / base['peak_rss_mib']:.2f}"
+        )
 
 
 if __name__ == "__main__":

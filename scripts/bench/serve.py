@@ -2,7 +2,7 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--modern]
+Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours]
 
 Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
 `--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
@@ -148,10 +148,14 @@ def stdio_p50_ms(calls: int = 2000) -> float:
     return statistics.median(times)
 
 
-def peers(port: int) -> list[tuple[str, list[str], str]]:
+def peers(port: int, baseline: str | None, only_ours: bool) -> list[tuple[str, list[str], str]]:
     url = f"http://127.0.0.1:{port}/mcp"
-    return [
-        ("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url),
+    ours = [("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url)]
+    if baseline:
+        ours.append(("mcp-stdio serve (Rust, baseline)", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url))
+    if only_ours:
+        return ours
+    return ours + [
         ("mcp-stdio 0.45.2 serve (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), "serve", "--port", str(port), "--", *BACKEND], url),
         ("supergateway 4.0.0 --stateful", [str(NODE), str(BENCH / "node_modules" / "supergateway" / "dist" / "index.js"), "--stdio", " ".join(BACKEND), "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"], url),
         ("mcp-proxy 0.13.0 (sparfenyuk)", [str(BENCH / "venv" / "bin" / "mcp-proxy"), "--port", str(port), "--", *BACKEND], url),
@@ -195,6 +199,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
+    parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
+    parser.add_argument("--only-ours", action="store_true", help="skip the other gateways (with --baseline: before/after only)")
     args = parser.parse_args()
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
@@ -204,9 +210,9 @@ def main() -> None:
         modern_script = f.name
     direct = stdio_p50_ms()
     results = []
-    for index, (name, command, url) in enumerate(peers(free_port())):
+    for name, command, url in peers(free_port(), args.baseline, args.only_ours):
         # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
-        modern = args.modern and index < 2
+        modern = args.modern and ("mcp-stdio" in name)
         try:
             results.append(measure(name, command, url, args.seconds, modern_script if modern else script, modern))
         except Exception as error:
@@ -224,7 +230,10 @@ def main() -> None:
             f"{r['session_ms']:.1f} | {r['idle_mib']:.1f} | {r['loaded_mib']:.1f} | {r['per_session_kib']:.0f} |"
         )
     ours = results[0]
-    others = [r for r in results[1:] if "failed" not in r]
+    if args.baseline and "failed" not in ours and "failed" not in results[1]:
+        base = results[1]
+        print(f"\nthis build / baseline: calls/s {ours['many']['rps'] / base['many']['rps']:.2f}, p50 {ours['one']['p50_ms'] / base['one']['p50_ms']:.2f}")
+    others = [r for r in results[1:] if "failed" not in r and "baseline" not in r["name"]]
     if "failed" not in ours and others:
         best = max(others, key=lambda r: r["many"]["rps"])
         print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.3)")
