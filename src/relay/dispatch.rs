@@ -13,7 +13,7 @@ use super::detect;
 use super::eras::UpstreamEra;
 use super::gate::{Failure, Registered, Sink};
 use super::lane::Lane;
-use super::paths::to_legacy::ToLegacy;
+use super::paths::modern_host::ToLegacy;
 use super::paths::to_modern::ToModern;
 use super::paths::{legacy, passthrough, to_legacy, to_modern};
 use super::request::Call;

@@ -5,12 +5,15 @@
 //! - `passthrough`: a 2026-07-28 host and server, the host's bytes plus mirrored headers.
 //! - `to_modern`: a legacy host in front of a 2026-07-28 server (with `listen` and the
 //!   host's `host_profile`).
-//! - `to_legacy`: a 2026-07-28 host in front of a legacy server (with its `parked` calls).
+//! - `to_legacy`: a 2026-07-28 host in front of a legacy server (its state in
+//!   `modern_host`, its `parked` calls, `subscriptions/listen` served in `local_listen`).
 //! - `tool_args`: a modern server's `Mcp-Param-*` headers, for both paths that reach one.
 
 mod host_profile;
 pub mod legacy;
 mod listen;
+mod local_listen;
+pub mod modern_host;
 mod parked;
 pub mod passthrough;
 pub mod to_legacy;

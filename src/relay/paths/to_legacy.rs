@@ -3,100 +3,30 @@
 //! from requests, gives results the fields a modern host requires, and serves
 //! `subscriptions/listen` itself from the session's notifications.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
-use super::parked::{Flight, Parked, ParkedCall, ServerRequest};
+use super::local_listen::{listen, send_to_subscriptions};
+use super::modern_host::{ModernHost, ToLegacy};
+use super::parked::{Flight, ParkedCall, ServerRequest};
 use super::passthrough::host_claim;
 use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim, request_line};
-use crate::era::listen::{self, Filter};
 use crate::era::mrtr::{self, InputRequest};
 use crate::era::{self, LATEST_LEGACY_VERSION};
 use crate::jsonrpc::error::{INTERNAL_ERROR, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
 use crate::relay::call::{Aside, Outgoing, call};
-use crate::relay::context::Ctx;
 use crate::relay::gate::Failure;
 use crate::relay::link::session::Wire;
 use crate::relay::methods::is_replay_safe;
 use crate::relay::request::Call;
-
-/// One `subscriptions/listen` of the host, served by the relay.
-struct Subscription {
-    raw_id: String,
-    filter: Filter,
-}
-
-#[derive(Default)]
-struct ModernHost {
-    /// The server's `initialize` result, once the handshake is done.
-    session: OnceCell<Value>,
-    subscriptions: Mutex<HashMap<IdKey, Subscription>>,
-    /// Host id → the upstream id its request was sent under, for cancellation.
-    upstream_ids: Mutex<HashMap<IdKey, String>>,
-    log_level_sent: tokio::sync::Mutex<Option<String>>,
-    /// Calls in progress that may ask the host something, by flight number: where a
-    /// question that arrives on the session's own stream goes when only one could be its.
-    flights: Mutex<HashMap<u64, mpsc::UnboundedSender<ServerRequest>>>,
-    next_flight: std::sync::atomic::AtomicU64,
-}
-
-impl ModernHost {
-    /// The upstream id a host request was sent under, if it is in flight.
-    fn upstream_id_of(&self, host_id: &IdKey) -> Option<String> {
-        self.upstream_ids
-            .lock()
-            .expect("ids lock")
-            .get(host_id)
-            .cloned()
-    }
-
-    /// The lines a notification from the server becomes for the host's subscriptions:
-    /// one per matching subscription, tagged with its id.
-    fn for_subscriptions(&self, method: &str, params: Option<&Value>) -> Vec<Vec<u8>> {
-        let subscriptions = self.subscriptions.lock().expect("subscriptions lock");
-        subscriptions
-            .values()
-            .filter(|s| s.filter.wants(method, params))
-            .map(|s| {
-                let subscription_id: Value = serde_json::from_str(&s.raw_id).unwrap_or(Value::Null);
-                listen::tagged(method, params, &subscription_id)
-            })
-            .collect()
-    }
-}
-
-/// The path of a modern host in front of a legacy server: its state, and the context its
-/// tasks run in.
-pub struct ToLegacy {
-    ctx: Arc<Ctx>,
-    host: ModernHost,
-    /// Legacy server calls waiting for the host's input.
-    parked: Parked,
-}
-
-impl ToLegacy {
-    pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
-        Arc::new(ToLegacy {
-            ctx,
-            host: ModernHost::default(),
-            parked: Parked::default(),
-        })
-    }
-
-    /// The upstream id a host request was sent under, if it is in flight.
-    pub fn upstream_id_of(&self, host_id: &IdKey) -> Option<String> {
-        self.host.upstream_id_of(host_id)
-    }
-}
 
 /// From now on, what the server sends outside the host's calls (the session's stream) is
 /// handled for the modern host instead of being copied to stdout.
@@ -575,117 +505,11 @@ fn on_the_way(
     }
 }
 
-fn send_to_subscriptions(
-    host: &ModernHost,
-    out: &crate::jsonrpc::writer::Outbox,
-    method: &str,
-    params: Option<&RawValue>,
-) {
-    let params = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-    let lines = host.for_subscriptions(method, params.as_ref());
-    if lines.is_empty() {
-        tracing::debug!(%method, "dropped a server notification no subscription asked for");
-        return;
-    }
-    let out = out.clone();
-    tokio::spawn(async move {
-        for line in lines {
-            out.send(line).await;
-        }
-    });
-}
-
 /// A legacy answer as a modern host must see it: under the host's id, results with
 /// `resultType` (and cache hints), error codes the modern era allows.
 fn modern_answer(method: &str, host_raw_id: &str, answer: &[u8]) -> Result<Vec<u8>, Failure> {
     crate::era::bridge::answer_for_modern(method, host_raw_id, answer)
         .ok_or_else(|| Failure::upstream("the upstream's answer is not valid JSON-RPC"))
-}
-
-/// Removes a subscription when its request ends (cancelled by the host, or shutdown).
-struct Subscribed<'a> {
-    host: &'a ModernHost,
-    id: IdKey,
-}
-
-impl Drop for Subscribed<'_> {
-    fn drop(&mut self) {
-        self.host
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .remove(&self.id);
-    }
-}
-
-/// Serves the host's `subscriptions/listen` from the session's own notifications: the
-/// acknowledgement lists what this server can deliver, then the stream stays open until
-/// the host cancels it or the relay shuts down.
-async fn listen(
-    path: &Arc<ToLegacy>,
-    request: &Call,
-    params: Option<&RawValue>,
-    initialize: &Value,
-) -> Result<(), Failure> {
-    let params: Value = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_default();
-    let asked = params.get("notifications").cloned().unwrap_or_default();
-    let caps = initialize.get("capabilities").cloned().unwrap_or_default();
-    let mut filter = Filter::agreed(&asked, &caps);
-    let mut uris = Vec::new();
-    for uri in std::mem::take(&mut filter.uris) {
-        if subscribe_upstream(path, "resources/subscribe", &uri).await {
-            uris.push(uri);
-        }
-    }
-    filter.uris = uris.iter().cloned().collect();
-    let subscription_id: Value = serde_json::from_str(&request.raw_id).unwrap_or(Value::Null);
-    let ack = listen::acknowledgement(&subscription_id, &filter);
-    let subscription = Subscription {
-        raw_id: request.raw_id.clone(),
-        filter,
-    };
-    path.host
-        .subscriptions
-        .lock()
-        .expect("subscriptions lock")
-        .insert(request.id.clone(), subscription);
-    let _subscribed = Subscribed {
-        host: &path.host,
-        id: request.id.clone(),
-    };
-    path.ctx.gate.outbox().send(ack).await;
-    path.ctx.closing.cancelled().await;
-    for uri in &uris {
-        subscribe_upstream(path, "resources/unsubscribe", uri).await;
-    }
-    path.ctx
-        .gate
-        .deliver(&request.id, listen::end(&subscription_id))
-        .await;
-    Ok(())
-}
-
-async fn subscribe_upstream(path: &ToLegacy, method: &str, uri: &str) -> bool {
-    let id = path.ctx.next_upstream_id("subscribe");
-    let raw_id = serde_json::to_string(&id).expect("a string serializes");
-    let mut params = serde_json::Map::new();
-    params.insert("uri".into(), uri.into());
-    let outgoing = Outgoing {
-        body: Bytes::from(request_line(&raw_id, method, &params)),
-        id: &IdKey::Str(id),
-        raw_id: &raw_id,
-        wire: Wire::Legacy { initialize: false },
-        replay_safe: true,
-    };
-    match call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await {
-        Ok(answer) => crate::relay::link::response::error_code(&answer).is_none(),
-        Err(failure) => {
-            tracing::debug!(problem = %failure.message, %method, "a subscription request failed");
-            false
-        }
-    }
 }
 
 /// Handles what the session's standalone stream carries for a modern host: notifications
