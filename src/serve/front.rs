@@ -306,7 +306,8 @@ async fn post(
             modern_only_refusal(parsed.id.map_or("null", |i| i.get())),
         );
     }
-    super::legacy::post(gateway, principal, &headers, &body, &parsed).await
+    let response = super::legacy::post(gateway, principal, &headers, &body, &parsed).await;
+    (method, response)
 }
 
 /// `--modern-only`: the handshake era is not served; the error names what is.

@@ -28,60 +28,49 @@ const LAST_EVENT_ID: &str = "last-event-id";
 /// A refusal: the response the request gets instead (boxed: it is large).
 type Refusal = Box<Response<Body>>;
 
-/// A handshake-era POST: `initialize` starts a session, anything else needs one. Returns
-/// the metrics label (the method) with the response.
+/// A handshake-era POST: `initialize` starts a session, anything else needs one.
 pub async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
     headers: &HeaderMap,
     body: &Bytes,
     parsed: &message::Message<'_>,
-) -> (String, Response<Body>) {
-    let method = parsed.method.as_deref().unwrap_or("response").to_owned();
+) -> Response<Body> {
+    let method = parsed.method.as_deref().unwrap_or("response");
+    // The id a refusal answers to (`null` for a notification or the client's answer).
+    let raw_id = parsed.id.map_or("null", |i| i.get());
     let session_header = header(headers, SESSION_ID);
     if parsed.kind == Kind::Request && method == "initialize" {
         if session_header.is_some() {
-            return (
-                method,
-                json_error(
-                    StatusCode::BAD_REQUEST,
-                    parsed.id.map_or("null", |i| i.get()),
-                    INVALID_REQUEST,
-                    "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
-                ),
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                raw_id,
+                INVALID_REQUEST,
+                "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
             );
         }
         if gateway.closing.is_cancelled() {
-            return (
-                method,
-                text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-            );
+            return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
         }
         let session = match gateway.sessions.create(gateway, principal, false) {
             Ok(session) => session,
             Err(Refused::Full(max)) => {
-                return (
-                    method,
-                    json_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        parsed.id.map_or("null", |i| i.get()),
-                        INTERNAL_ERROR,
-                        &format!(
-                            "Service Unavailable: --max-sessions ({max}) sessions are open; try again later"
-                        ),
+                return json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    raw_id,
+                    INTERNAL_ERROR,
+                    &format!(
+                        "Service Unavailable: --max-sessions ({max}) sessions are open; try again later"
                     ),
                 );
             }
             Err(Refused::Spawn(why)) => {
                 tracing::error!("{why}");
-                return (
-                    method,
-                    json_error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        parsed.id.map_or("null", |i| i.get()),
-                        INTERNAL_ERROR,
-                        "Internal error: the MCP server could not be started",
-                    ),
+                return json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    raw_id,
+                    INTERNAL_ERROR,
+                    "Internal error: the MCP server could not be started",
                 );
             }
         };
@@ -89,51 +78,39 @@ pub async fn post(
         if let Ok(value) = HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(SESSION_ID, value);
         }
-        return (method, response);
+        return response;
     }
     let Some(session_id) = session_header else {
-        return (
-            method,
-            json_error(
-                StatusCode::BAD_REQUEST,
-                parsed.id.map_or("null", |i| i.get()),
-                INVALID_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required (start a session with initialize)",
-            ),
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            raw_id,
+            INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required (start a session with initialize)",
         );
     };
     let session = match gateway.sessions.get(session_id, principal.as_deref()) {
         Ok(session) => session,
         Err(_) => {
-            return (
-                method,
-                json_error(
-                    StatusCode::NOT_FOUND,
-                    parsed.id.map_or("null", |i| i.get()),
-                    INVALID_REQUEST,
-                    "Session not found: it ended or never existed; start a new one with initialize",
-                ),
+            return json_error(
+                StatusCode::NOT_FOUND,
+                raw_id,
+                INVALID_REQUEST,
+                "Session not found: it ended or never existed; start a new one with initialize",
             );
         }
     };
     session.touch();
     match parsed.kind {
-        Kind::Request => {
-            let response = exchange(gateway, &session, body, parsed).await;
-            (method, response)
-        }
+        Kind::Request => exchange(gateway, &session, body, parsed).await,
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
             if let Err(undeliverable) = session
                 .send_to_child(compact(body), gateway.config.response_timeout)
                 .await
             {
-                return (
-                    method,
-                    undeliverable_response(gateway, "null", &undeliverable),
-                );
+                return undeliverable_response(gateway, "null", &undeliverable);
             }
-            (method, empty(StatusCode::ACCEPTED))
+            empty(StatusCode::ACCEPTED)
         }
     }
 }

@@ -61,11 +61,6 @@ impl Link {
         self.this.upgrade()
     }
 
-    /// Consecutive failed attempts to resume or reopen a stream before giving up.
-    pub fn max_reconnects(&self) -> u32 {
-        self.max_reconnects
-    }
-
     pub fn is_sse(&self) -> bool {
         self.transports.is_sse()
     }
