@@ -427,6 +427,18 @@ async fn every_tool_is_on_the_first_page_by_default() {
     let mut sandbox = Sandbox::legacy(&root, &["--page-size", "6"]).await;
     let (page, _) = sandbox.request("tools/list", json!({})).await;
     assert_eq!(page["result"]["nextCursor"], "page:6");
+    // The bound refuses what cannot be a page, at startup, saying what works.
+    for bad in ["0", "1001"] {
+        let root = root.to_str().unwrap();
+        let (code, stdout, stderr) =
+            crate::common::run_to_end(&["sandbox", "--root", root, "--page-size", bad]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stdout.is_empty());
+        assert!(
+            stderr.contains("--page-size") && stderr.contains("1..=1000"),
+            "{stderr}"
+        );
+    }
 }
 
 #[tokio::test]
