@@ -140,9 +140,10 @@ async fn a_stream_that_closes_without_ids_or_an_answer_gets_an_error() {
     assert_eq!(relay.recv().await["method"], "notifications/message");
     let answer = relay.recv().await;
     assert_eq!(answer["id"], 1);
+    // What happened, and what it means for a request that is not safe to repeat.
     assert_eq!(
         answer["error"]["message"],
-        "upstream closed the stream before answering"
+        "upstream closed the stream before answering; the request may have executed and was not repeated"
     );
 }
 

@@ -18,10 +18,11 @@ use http::StatusCode;
 use tokio::task::AbortHandle;
 use url::Url;
 
+use crate::http::response::Response;
 use crate::relay::config::RelayConfig;
-use crate::relay::gate::Gate;
-use session::Upstream;
-use transport::Transports;
+use crate::relay::gate::{Failure, Gate};
+use session::{Upstream, Wire};
+use transport::{Transport, Transports};
 
 pub struct Link {
     /// The Streamable HTTP session; HTTP+SSE POSTs go through it too (to their endpoint).
@@ -91,39 +92,86 @@ impl Link {
         }
     }
 
+    /// POSTs one message on the Streamable HTTP session. A 404 to a request that carried
+    /// the session id means the server no longer knows the session and did not run the
+    /// request: the session is re-established (the host's own `initialize` replayed) and
+    /// the message sent once more. Every POST of the relay's goes through here.
+    pub async fn post(
+        &self,
+        body: Bytes,
+        wire: &Wire<'_>,
+        replay_safe: bool,
+    ) -> Result<Response, Failure> {
+        let mut recovered = false;
+        loop {
+            let posted = self
+                .upstream
+                .post_as(body.clone(), wire, replay_safe)
+                .await?;
+            if posted.response.status() == StatusCode::NOT_FOUND
+                && posted.carried_session
+                && !recovered
+            {
+                self.upstream.reinitialize(posted.generation).await?;
+                self.restart_server_stream();
+                recovered = true;
+                continue;
+            }
+            return Ok(posted.response);
+        }
+    }
+
+    /// `--transport auto`: what the status of a host request's POST tells about the
+    /// transport, until it is decided. Returns true when the server turned out to be a
+    /// 2024-11-05 HTTP+SSE server (its GET named an endpoint): the request must be sent
+    /// over that link instead.
+    pub async fn learn_transport(&self, status: StatusCode) -> bool {
+        if self.transports.may_fall_back(status.as_u16()) {
+            if let Some(link) = self.handle()
+                && sse::try_fall_back(&link).await
+            {
+                self.transports.decide(
+                    Transport::Sse,
+                    &format!("the POST got HTTP {status} and the GET opened an HTTP+SSE stream"),
+                );
+                return true;
+            }
+            self.transports.decide(
+                Transport::StreamableHttp,
+                &format!(
+                    "the POST got HTTP {status}, and the server offers no HTTP+SSE stream either"
+                ),
+            );
+        } else if status.is_success() {
+            self.transports.decide(
+                Transport::StreamableHttp,
+                "the server answered a Streamable HTTP POST",
+            );
+        }
+        false
+    }
+
     /// POSTs one message that gets no answer (a notification, or the host's answer to a
-    /// server request), on whichever transport is in use; a lost session is re-established
-    /// once. Failures are logged: there is nobody to answer.
+    /// server request), on whichever transport is in use. Failures are logged: there is
+    /// nobody to answer.
     pub async fn deliver(&self, message: Bytes) -> bool {
         if self.is_sse()
             && let Some(link) = self.handle()
         {
             return sse::deliver(&link, message).await;
         }
-        for attempt in 0..2 {
-            let posted = match self.upstream.post(message.clone(), false, true).await {
-                Ok(posted) => posted,
-                Err(failure) => {
-                    tracing::warn!(problem = %failure.message, "could not deliver a notification or answer to the upstream");
-                    return false;
-                }
-            };
-            let status = posted.response.status();
-            if status == StatusCode::NOT_FOUND && posted.carried_session && attempt == 0 {
-                if let Err(failure) = self.upstream.reinitialize(posted.generation).await {
-                    tracing::warn!(problem = %failure.message, "could not re-establish the upstream session");
-                    return false;
-                }
-                self.restart_server_stream();
-                continue;
+        let wire = Wire::Legacy { initialize: false };
+        match self.post(message, &wire, true).await {
+            Ok(response) if response.status().is_success() => true,
+            Ok(response) => {
+                tracing::warn!(status = %response.status(), "the upstream refused a notification or answer");
+                false
             }
-            if status.is_success() {
-                return true;
+            Err(failure) => {
+                tracing::warn!(problem = %failure.message, "could not deliver a notification or answer to the upstream");
+                false
             }
-            tracing::warn!(%status, "the upstream refused a notification or answer");
-            return false;
         }
-        false
     }
 
     /// [`Link::deliver`] without waiting for it: the caller is reading a stream that must

@@ -24,8 +24,6 @@ use super::session::Wire;
 use crate::http::sse::{self, describe_body_error};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::relay::gate::{Failure, Gate, Registered, Sink};
-use crate::relay::methods::is_replay_safe;
-use crate::relay::request::Call;
 use crate::relay::route::{Routed, route};
 
 /// Where POSTs go, as far as the stream has said.
@@ -127,25 +125,25 @@ fn dropped(why: &str) -> Failure {
 
 /// Serves one host request over the link: POST it to the endpoint; its answer comes on the
 /// stream (or, from some servers, in the POST's own body).
-pub async fn exchange(link: &Arc<Link>, call: &Call) -> Result<(), Failure> {
+pub async fn exchange(
+    link: &Arc<Link>,
+    id: &IdKey,
+    body: Bytes,
+    replay_safe: bool,
+) -> Result<(), Failure> {
     let state = &link.sse;
     state.start(link);
     let (endpoint, stream) = state.endpoint().await?;
-    state.note_posted(&link.gate, call.id.clone(), stream);
+    state.note_posted(&link.gate, id.clone(), stream);
     let wire = Wire::Legacy { initialize: false };
     let posted = match link
         .upstream
-        .post_to(
-            &endpoint,
-            call.line.clone(),
-            &wire,
-            is_replay_safe(&call.method),
-        )
+        .post_to(&endpoint, body, &wire, replay_safe)
         .await
     {
         Ok(posted) => posted,
         Err(failure) => {
-            state.forget(&call.id);
+            state.forget(id);
             return Err(failure);
         }
     };
@@ -157,23 +155,23 @@ pub async fn exchange(link: &Arc<Link>, call: &Call) -> Result<(), Failure> {
         .unwrap_or_default();
     if status.is_success() {
         if message::parse(&body).is_ok_and(|m| m.kind == Kind::Response)
-            && let Routed::Own(line) = route(&link.gate, &body, Some(&call.id)).await
+            && let Routed::Own(line) = route(&link.gate, &body, Some(id)).await
         {
-            link.gate.deliver(&call.id, line).await;
+            link.gate.deliver(id, line).await;
         }
         // Accepted while its stream dropped: the answer cannot come any more.
         if !state.is_current(stream) {
             link.gate
-                .fail(&call.id, &dropped("it dropped while the request was sent"))
+                .fail(id, &dropped("it dropped while the request was sent"))
                 .await;
         }
         return Ok(());
     }
-    state.forget(&call.id);
+    state.forget(id);
     if is_jsonrpc_error(&body)
-        && let Routed::Own(line) = route(&link.gate, &body, Some(&call.id)).await
+        && let Routed::Own(line) = route(&link.gate, &body, Some(id)).await
     {
-        link.gate.deliver(&call.id, line).await;
+        link.gate.deliver(id, line).await;
         return Ok(());
     }
     Err(status_failure(status, retry_after))
