@@ -147,7 +147,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                 }
                 // Answers, then announces a change that belongs to no request.
                 "announce" => text("will announce".into()),
-                "announce-burst" => text("will announce three times at once".into()),
+                "announce-burst" => text("will announce a hundred times at once".into()),
                 "crash" => std::process::exit(3),
                 // Left running on purpose: the gateway must end it with the process group.
                 #[allow(clippy::zombie_processes)]
@@ -185,12 +185,14 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         }
     };
     send(out, &answer(result));
-    // Three changes in one write: a reader that buffers fewer falls behind.
+    // A hundred changes in one write: a reader that buffers fewer falls behind, however
+    // fast it is scheduled (with three, a reader on another core sometimes kept up).
     if request["params"]["name"] == "announce-burst" {
         std::thread::sleep(Duration::from_millis(50));
         let change = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        let burst = format!("{change}\n").repeat(100);
         let mut out = out.lock().unwrap();
-        write!(out, "{change}\n{change}\n{change}\n").unwrap();
+        out.write_all(burst.as_bytes()).unwrap();
         out.flush().unwrap();
     }
     if request["params"]["name"] == "announce" {

@@ -591,7 +591,7 @@ async fn a_listen_that_falls_behind_replay_buffer_is_ended_without_its_result() 
     let mut seen = String::new();
     // The stream is alive: its acknowledgement came.
     read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
-    // Three changes in one burst, two kept: the listen lost one and must resync.
+    // A hundred changes in one burst, two kept: the listen lost some and must resync.
     let burst = serve.tool(2, "announce-burst").await;
     assert_eq!(burst.status, 200, "{}", burst.body);
     let rest = tokio::time::timeout(DEADLINE, http_body_util::BodyExt::collect(body))
