@@ -1,7 +1,6 @@
-//! Calls waiting for a 2026-07-28 peer's `input_required` retry, shared by the relay and
-//! `serve`: each parked call gets a number and a `requestState` that names it, is
+//! The table of parked calls: each gets a number and a `requestState` that names it, is
 //! integrity-protected (HMAC with a per-process key), bound to the method and tool or
-//! prompt, to the principal that was asked, and resumes the call once.
+//! prompt and to the principal that was asked, and resumes its call once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -83,7 +83,7 @@ pub struct Gateway {
     /// The stdio server's era: probed once, corrected when a child proves it wrong.
     era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
-    pub parked: crate::parking::Parked<modern::ParkedCall>,
+    pub parked: Arc<crate::parking::Rounds<modern::Flight>>,
 }
 
 impl Gateway {
@@ -148,6 +148,7 @@ pub async fn run(config: ServeConfig) -> i32 {
         bound.port(),
         config.path
     );
+    let parked = crate::parking::Rounds::new(config.input_timeout);
     let gateway = Arc::new(Gateway {
         sessions: Sessions::new(config.max_sessions),
         pool: pool::Pool::default(),
@@ -155,7 +156,7 @@ pub async fn run(config: ServeConfig) -> i32 {
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),
         era: tokio::sync::Mutex::new(None),
-        parked: crate::parking::Parked::default(),
+        parked,
     });
     let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();

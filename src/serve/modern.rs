@@ -29,6 +29,7 @@ use crate::jsonrpc::error::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, error_response,
 };
 use crate::jsonrpc::message::{IdKey, Kind, Message, parse};
+use crate::parking::{Asked, Question, Resumed, Retry};
 
 pub async fn post(
     gateway: &Arc<Gateway>,
@@ -167,21 +168,6 @@ struct Request {
 pub struct Flight {
     guard: InFlight,
     rx: mpsc::Receiver<Event>,
-}
-
-/// A call waiting for the client's `input_required` retry: the child asked `question`.
-pub struct ParkedCall {
-    flight: Flight,
-    question: Question,
-}
-
-struct Question {
-    /// Its key in `inputRequests` / `inputResponses`.
-    key: String,
-    /// The child's id for it, for the answer.
-    child_raw_id: String,
-    method: String,
-    params: Value,
 }
 
 /// Why a call could not be sent.
@@ -479,71 +465,34 @@ impl Call {
         let flight = self.flight.take().expect("the call is in flight");
         // Parked, it waits for the answer: it cannot be the one asking anything else.
         session.asking(&flight.guard.key);
-        let question = Question {
-            key: input_key(name).to_owned(),
-            child_raw_id,
-            method: question.method,
-            params: question.params,
-        };
+        let question = Question::new(child_raw_id, question.method, question.params);
         Some(Item::Done(
-            park(
-                &self.gateway,
-                &self.request,
-                ParkedCall { flight, question },
-            ),
+            park(&self.gateway, &self.request, flight, question),
             StatusCode::OK,
         ))
     }
 }
 
-/// The key a question of `method` gets in `inputRequests`.
-fn input_key(method: &str) -> &'static str {
-    match method {
-        "elicitation/create" => "elicitation",
-        "sampling/createMessage" => "sampling",
-        _ => "roots",
-    }
-}
-
 /// Parks a call and returns the `input_required` answer that asks its question. An
-/// unanswered park expires after `--input-timeout`: the child's question is refused and its
-/// call cancelled.
-fn park(gateway: &Arc<Gateway>, request: &Request, call: ParkedCall) -> Vec<u8> {
-    let asked = json!({ call.question.key.clone(): {
-        "method": call.question.method,
-        "params": call.question.params,
-    }});
-    let (number, state) = gateway.parked.park(
-        call,
-        request.principal.clone(),
-        &request.method,
-        request.name.as_deref(),
-    );
-    let expiry = gateway.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(expiry.config.input_timeout).await;
-        if let Some(call) = expiry.parked.expire(number) {
-            tracing::info!(
-                timeout_s = expiry.config.input_timeout.as_secs_f64(),
-                "an input_required round was not answered within --input-timeout; the call is cancelled"
-            );
+/// unanswered round expires after `--input-timeout`: the child's question is refused and
+/// its call cancelled (the flight's guard drops unanswered).
+fn park(gateway: &Arc<Gateway>, request: &Request, flight: Flight, question: Question) -> Vec<u8> {
+    let asked = Asked {
+        raw_id: &request.raw_id,
+        principal: request.principal.clone(),
+        method: &request.method,
+        name: request.name.as_deref(),
+    };
+    gateway
+        .parked
+        .ask(flight, question, asked, |flight, question| {
             refuse(
-                &call.flight.guard.session,
-                &call.question.child_raw_id,
+                &flight.guard.session,
+                &question.asker_raw_id,
                 INTERNAL_ERROR,
                 "the client did not answer within --input-timeout",
             );
-        }
-    });
-    input_required(&request.raw_id, &asked, &state)
-}
-
-fn input_required(raw_id: &str, asked: &Value, state: &str) -> Vec<u8> {
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{{"resultType":"input_required","inputRequests":{asked},"requestState":{}}}}}"#,
-        Value::from(state)
-    )
-    .into_bytes()
+        })
 }
 
 /// A retry carrying `requestState`: the parked call it names gets the client's answer to
@@ -555,71 +504,36 @@ async fn resume(
     params: &Map<String, Value>,
     state: &Value,
 ) -> Response<Body> {
-    let invalid = |message: &str| {
-        json_error(
-            StatusCode::BAD_REQUEST,
-            &request.raw_id,
-            INVALID_PARAMS,
-            message,
-        )
+    let retry = Retry {
+        raw_id: &request.raw_id,
+        principal: request.principal.as_deref(),
+        method: &request.method,
+        name: request.name.as_deref(),
+        state: state.as_str(),
+        responses: params.get("inputResponses"),
     };
-    let resumed = state.as_str().and_then(|state| {
-        gateway.parked.resume(
-            state,
-            request.principal.as_deref(),
-            &request.method,
-            request.name.as_deref(),
-        )
-    });
-    let Some((number, parked)) = resumed else {
-        return invalid(
-            "requestState is not valid: it was altered, has expired or was already used, or belongs to another call; call again without it",
-        );
-    };
-    if !Arc::ptr_eq(&parked.flight.guard.session, &backend.session)
-        || backend.session.ended.is_cancelled()
-    {
-        return invalid(
-            "the MCP server restarted while waiting for your input; call again without requestState",
-        );
-    }
-    let key = parked.question.key.clone();
-    let response = match params.get("inputResponses") {
-        Some(Value::Object(responses)) => responses.get(&key).cloned(),
-        _ => {
-            gateway
-                .parked
-                .put_back(number, parked, request.principal.clone());
-            return invalid(&format!(
-                "inputResponses must be an object keyed like inputRequests (here: \"{key}\")"
-            ));
+    let same_child = |flight: &Flight| {
+        if Arc::ptr_eq(&flight.guard.session, &backend.session)
+            && !backend.session.ended.is_cancelled()
+        {
+            Ok(())
+        } else {
+            Err("the MCP server restarted while waiting for your input; call again without requestState".to_owned())
         }
     };
-    let Some(response) = response else {
-        // Not answered: ask again, under the same state.
-        let asked =
-            json!({ key: {"method": parked.question.method, "params": parked.question.params}});
-        gateway
-            .parked
-            .put_back(number, parked, request.principal.clone());
-        let line = input_required(&request.raw_id, &asked, state.as_str().unwrap_or_default());
-        return json(StatusCode::OK, Bytes::from(line));
+    let (flight, answer) = match gateway.parked.resume(&retry, same_child) {
+        Resumed::Answered { call, answer } => (call, answer),
+        Resumed::AskAgain(line) => return json(StatusCode::OK, Bytes::from(line)),
+        Resumed::Invalid(why) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                &request.raw_id,
+                INVALID_PARAMS,
+                &why,
+            );
+        }
     };
-    if !response.is_object() {
-        let method = parked.question.method.clone();
-        gateway
-            .parked
-            .put_back(number, parked, request.principal.clone());
-        return invalid(&format!(
-            "inputResponses.{key} must be the result object of {method}"
-        ));
-    }
-    // The child's own id, byte for byte.
-    let answer = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{response}}}"#,
-        parked.question.child_raw_id
-    );
-    backend.session.answered_question(&parked.flight.guard.key);
+    backend.session.answered_question(&flight.guard.key);
     if let Err(undeliverable) = backend
         .session
         .send_to_child(Bytes::from(answer), gateway.config.response_timeout)
@@ -627,7 +541,7 @@ async fn resume(
     {
         return SendRefused::Undeliverable(undeliverable).response(gateway, &request.raw_id);
     }
-    respond(gateway, backend, request, parked.flight).await
+    respond(gateway, backend, request, flight).await
 }
 
 /// Answers a child's request with an error (best effort: never wait on a child that is not

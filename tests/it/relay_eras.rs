@@ -651,11 +651,11 @@ async fn a_legacy_servers_question_reaches_a_modern_host_as_input_required() {
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
     assert_eq!(
-        result["inputRequests"]["input"]["method"],
+        result["inputRequests"]["elicitation"]["method"],
         "elicitation/create"
     );
     assert_eq!(
-        result["inputRequests"]["input"]["params"]["message"],
+        result["inputRequests"]["elicitation"]["params"]["message"],
         "Deploy to prod?"
     );
     let state = result["requestState"].as_str().unwrap().to_owned();
@@ -663,13 +663,25 @@ async fn a_legacy_servers_question_reaches_a_modern_host_as_input_required() {
     // A tampered state resumes nothing.
     let forged = relay
         .call(json!(2), "tools/call", json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps.clone()),
-            "inputResponses": {"input": {"action": "accept"}}, "requestState": format!("{state}x")}))
+            "inputResponses": {"elicitation": {"action": "accept"}}, "requestState": format!("{state}x")}))
         .await;
     assert_eq!(forged["error"]["code"], -32602, "{forged}");
 
+    // A retry that does not answer is asked again, under the same state.
+    let again = relay
+        .call(
+            json!(4),
+            "tools/call",
+            json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps.clone()),
+            "requestState": state}),
+        )
+        .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(again["result"]["requestState"], json!(state));
+
     let retry = relay
         .call(json!(3), "tools/call", json!({"name": "deploy", "arguments": {}, "_meta": envelope(caps),
-            "inputResponses": {"input": {"action": "accept", "content": {"ok": true}}}, "requestState": state}))
+            "inputResponses": {"elicitation": {"action": "accept", "content": {"ok": true}}}, "requestState": state}))
         .await;
     assert_eq!(retry["result"]["content"][0]["text"], "deployed", "{retry}");
     assert_eq!(retry["result"]["resultType"], "complete");

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::{OnceCell, mpsc};
 
-use super::parked::{Parked, ServerRequest};
+use super::parked::Parked;
 use crate::era::listen::{self, Filter};
 use crate::jsonrpc::message::IdKey;
+use crate::parking::Question;
 use crate::relay::context::Ctx;
 
 /// One `subscriptions/listen` of the host, served by the relay.
@@ -29,7 +30,7 @@ pub struct ModernHost {
     pub log_level_sent: tokio::sync::Mutex<Option<String>>,
     /// Calls in progress that may ask the host something, by flight number: where a
     /// question that arrives on the session's own stream goes when only one could be its.
-    pub flights: Mutex<HashMap<u64, mpsc::UnboundedSender<ServerRequest>>>,
+    pub flights: Mutex<HashMap<u64, mpsc::UnboundedSender<Question>>>,
     pub next_flight: std::sync::atomic::AtomicU64,
 }
 
@@ -64,15 +65,15 @@ pub struct ToLegacy {
     pub ctx: Arc<Ctx>,
     pub host: ModernHost,
     /// Legacy server calls waiting for the host's input.
-    pub parked: Parked,
+    pub parked: Arc<Parked>,
 }
 
 impl ToLegacy {
     pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(ToLegacy {
+            parked: Parked::new(ctx.config.input_timeout),
             ctx,
             host: ModernHost::default(),
-            parked: Parked::default(),
         })
     }
 

@@ -1,27 +1,15 @@
-//! Calls to a legacy server that wait for a modern host's input. A legacy server asks its
-//! questions (elicitation, sampling, roots) as requests in the middle of a call; a
-//! 2026-07-28 host can only be asked through an `input_required` result and answers by
-//! retrying. So the relay keeps the upstream call open (parked), answers the host with the
-//! question and a `requestState` naming the parked call, and resumes it on the retry.
+//! A call to a legacy server that may ask the modern host something (a `Flight`): what the
+//! `input_required` rounds of `crate::parking` park while the host is asked.
 
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use crate::parking::{Question, Rounds};
 use crate::relay::gate::Failure;
-
-/// A request the legacy server made during a call.
-#[derive(Debug)]
-pub struct ServerRequest {
-    /// Its id as the server wrote it, for the answer.
-    pub raw_id: String,
-    pub method: String,
-    pub params: Value,
-}
 
 /// An upstream call in progress: its questions as they come, and its final answer.
 pub struct Flight {
-    pub questions: mpsc::UnboundedReceiver<ServerRequest>,
+    pub questions: mpsc::UnboundedReceiver<Question>,
     pub answer: oneshot::Receiver<Result<Vec<u8>, Failure>>,
     pub task: AbortHandle,
     /// The id the call was sent upstream under (for `notifications/cancelled`).
@@ -35,11 +23,5 @@ impl Drop for Flight {
     }
 }
 
-/// A parked call: the flight and the question the host was asked.
-pub struct ParkedCall {
-    pub flight: Flight,
-    pub question: ServerRequest,
-}
-
-/// The relay's parked calls (its host has no principal).
-pub type Parked = crate::parking::Parked<ParkedCall>;
+/// The relay's calls waiting for the host's retry (its host has no principal).
+pub type Parked = Rounds<Flight>;

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::local_listen::{listen, send_to_subscriptions};
 use super::modern_host::{ModernHost, ToLegacy};
-use super::parked::{Flight, ParkedCall, ServerRequest};
+use super::parked::Flight;
 use super::passthrough::host_claim;
 use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim, request_line};
@@ -22,6 +22,7 @@ use crate::era::{self, LATEST_LEGACY_VERSION};
 use crate::jsonrpc::error::{INTERNAL_ERROR, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
+use crate::parking::{Asked, Question, Resumed, Retry};
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::gate::Failure;
 use crate::relay::link::session::Wire;
@@ -130,9 +131,6 @@ impl Drop for InFlight<'_> {
             .remove(&self.id);
     }
 }
-
-/// The key under which a parked call's question goes to the host.
-const INPUT_KEY: &str = "input";
 
 async fn forward(
     path: &Arc<ToLegacy>,
@@ -255,7 +253,7 @@ fn take_off(
 /// What a flight did next.
 enum Next {
     Answer(Result<Vec<u8>, Failure>),
-    Question(ServerRequest),
+    Question(Question),
 }
 
 /// Follows a flight for the host request `request`: delivers its answer, or parks it and
@@ -292,7 +290,7 @@ async fn drive(
             Next::Question(question) => question,
         };
         let asked = InputRequest {
-            key: INPUT_KEY.into(),
+            key: question.key.into(),
             method: question.method.clone(),
             params: question.params.clone(),
         };
@@ -309,50 +307,41 @@ async fn drive(
                     path.ctx.config.max_in_flight
                 )
             };
-            let refusal = error_response(&question.raw_id, METHOD_NOT_FOUND, &why, None);
+            let refusal = error_response(&question.asker_raw_id, METHOD_NOT_FOUND, &why, None);
             path.ctx.link.deliver(Bytes::from(refusal)).await;
             continue;
         }
-        park(
-            path,
-            request,
-            ParkedCall { flight, question },
-            name.as_deref(),
-        )
-        .await;
+        park(path, request, flight, question, name.as_deref()).await;
         return Ok(());
     }
 }
 
-/// Parks a call and gives the host its question with the state that resumes it.
-async fn park(path: &Arc<ToLegacy>, request: &Call, parked: ParkedCall, name: Option<&str>) {
-    let question =
-        json!({INPUT_KEY: {"method": parked.question.method, "params": parked.question.params}});
-    let (number, state) = path.parked.park(parked, None, &request.method, name);
-    tracing::debug!(id = %request.id, parked = number, "a legacy server asked a question during a call; parked it for the host's retry");
-    let expiry = path.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(expiry.ctx.config.input_timeout).await;
-        if let Some(call) = expiry.parked.expire(number) {
-            tracing::info!(
-                parked = number,
-                "the host never retried a call that was waiting for input (--input-timeout); cancelling it upstream"
-            );
-            let cancel = format!(
-                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the host never answered"}}}}"#,
-                call.flight.upstream_raw_id
-            );
-            drop(call);
-            expiry.ctx.link.deliver(Bytes::from(cancel)).await;
-        }
+/// Parks a call and gives the host its question with the state that resumes it. A round
+/// the host never retries cancels the call upstream.
+async fn park(
+    path: &Arc<ToLegacy>,
+    request: &Call,
+    flight: Flight,
+    question: Question,
+    name: Option<&str>,
+) {
+    tracing::debug!(id = %request.id, "a legacy server asked a question during a call; parked it for the host's retry");
+    let asked = Asked {
+        raw_id: &request.raw_id,
+        principal: None,
+        method: &request.method,
+        name,
+    };
+    let ctx = path.ctx.clone();
+    let line = path.parked.ask(flight, question, asked, move |flight, _| {
+        let cancel = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the host never answered"}}}}"#,
+            flight.upstream_raw_id
+        );
+        drop(flight);
+        tokio::spawn(async move { ctx.link.deliver(Bytes::from(cancel)).await });
     });
-    let result =
-        json!({"resultType": "input_required", "inputRequests": question, "requestState": state});
-    let line = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
-        request.raw_id
-    );
-    path.ctx.gate.deliver(&request.id, line.into_bytes()).await;
+    path.ctx.gate.deliver(&request.id, line).await;
 }
 
 /// A retry of a parked call: hands the host's answer to the server's waiting request and
@@ -365,31 +354,32 @@ async fn resume(
     state: &str,
     name: Option<String>,
 ) -> Result<(), Failure> {
-    let Some((_, parked)) = path
-        .parked
-        .resume(state, None, &request.method, name.as_deref())
-    else {
-        return Err(Failure {
+    let retry = Retry {
+        raw_id: &request.raw_id,
+        principal: None,
+        method: &request.method,
+        name: name.as_deref(),
+        state: Some(state),
+        responses: params.get("inputResponses"),
+    };
+    match path.parked.resume(&retry, |_| Ok(())) {
+        Resumed::Invalid(why) => Err(Failure {
             code: crate::jsonrpc::error::INVALID_PARAMS,
-            message: "Invalid params: requestState names no call waiting for input (altered, already used, or expired after --input-timeout)".into(),
+            message: why,
             data: None,
-        });
-    };
-    let Some(answer) = params
-        .get("inputResponses")
-        .and_then(|responses| responses.get(INPUT_KEY))
-    else {
-        // Asked but not answered: ask again rather than fail (§4.10).
-        park(path, request, parked, name.as_deref()).await;
-        return Ok(());
-    };
-    let reply = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{answer}}}"#,
-        parked.question.raw_id
-    );
-    path.ctx.link.deliver(Bytes::from(reply)).await;
-    let ParkedCall { flight, .. } = parked;
-    drive(path, request, claim, flight, name).await
+        }),
+        Resumed::AskAgain(line) => {
+            path.ctx.gate.deliver(&request.id, line).await;
+            Ok(())
+        }
+        Resumed::Answered {
+            call: flight,
+            answer,
+        } => {
+            path.ctx.link.deliver(Bytes::from(answer)).await;
+            drive(path, request, claim, flight, name).await
+        }
+    }
 }
 
 /// Sends `logging/setLevel` upstream when a request asks for a level not yet set, so the
@@ -440,7 +430,7 @@ fn on_the_way(
     message: &Message<'_>,
     payload: &[u8],
     log_level: Option<&str>,
-    questions: Option<&mpsc::UnboundedSender<ServerRequest>>,
+    questions: Option<&mpsc::UnboundedSender<Question>>,
 ) -> Aside {
     let method = message.method.as_deref().unwrap_or_default();
     match message.kind {
@@ -481,11 +471,7 @@ fn on_the_way(
                     .params
                     .and_then(|p| serde_json::from_str(p.get()).ok())
                     .unwrap_or_else(|| json!({}));
-                let _ = questions.send(ServerRequest {
-                    raw_id: raw_id.to_owned(),
-                    method: method.to_owned(),
-                    params,
-                });
+                let _ = questions.send(Question::new(raw_id.to_owned(), method.to_owned(), params));
                 return Aside::Ignore;
             }
             let why = format!(
@@ -543,11 +529,7 @@ async fn serve_server_messages(path: Arc<ToLegacy>, mut inbound: mpsc::Receiver<
                             .params
                             .and_then(|p| serde_json::from_str(p.get()).ok())
                             .unwrap_or_else(|| json!({}));
-                        let question = ServerRequest {
-                            raw_id: raw_id.to_owned(),
-                            method: method.to_owned(),
-                            params,
-                        };
+                        let question = Question::new(raw_id.to_owned(), method.to_owned(), params);
                         if flight.send(question).is_ok() {
                             continue;
                         }
