@@ -1,0 +1,252 @@
+//! Sending on the upstream: POST with retries (connection failures, 429/503 with
+//! `Retry-After` up to its cap, failures after sending for methods safe to repeat), a
+//! refused token refreshed and an insufficient scope stepped up once, and the GET stream
+//! request. What a session adds to each request is the parent's.
+
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::{Method, StatusCode, Uri};
+
+use super::{ACCEPT_BOTH, ACCEPT_SSE, LAST_EVENT_ID, Posted, SESSION_ID, Upstream, Wire};
+use crate::http::response::{ErrorKind, HttpError, Response};
+use crate::http::sse::root_cause;
+use crate::oauth::challenge;
+use crate::relay::gate::Failure;
+use crate::relay::link::response::requested_delay;
+
+impl Upstream {
+    /// POSTs one message. Retries when the request provably was not sent (connection
+    /// failures), on 429/503 honouring Retry-After up to the cap, and, for methods that
+    /// are safe to repeat (`replay_safe`), on failures after sending. Any other outcome is
+    /// returned as is.
+    pub async fn post(
+        &self,
+        body: Bytes,
+        is_initialize: bool,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
+        let wire = Wire::Legacy {
+            initialize: is_initialize,
+        };
+        self.post_as(body, &wire, replay_safe).await
+    }
+
+    /// [`Upstream::post`] with the framing chosen by the caller.
+    pub async fn post_as(
+        &self,
+        body: Bytes,
+        wire: &Wire<'_>,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
+        self.post_to(&self.uri, body, wire, replay_safe).await
+    }
+
+    /// [`Upstream::post_as`] to `target` instead of the server URL: the 2024-11-05
+    /// transport POSTs to the endpoint its stream named.
+    pub async fn post_to(
+        &self,
+        target: &Uri,
+        body: Bytes,
+        wire: &Wire<'_>,
+        replay_safe: bool,
+    ) -> Result<Posted, Failure> {
+        let read_timeout = match wire {
+            Wire::Modern {
+                long_lived: true, ..
+            } => self.stream_read_timeout,
+            _ => Some(self.read_timeout),
+        };
+        let mut backoff = retry_backoff(self.max_retries);
+        let mut attempt = 0;
+        let mut authorization = self.current_authorization().await;
+        let mut reauthorized = false;
+        let mut stepped_up = false;
+        loop {
+            let (mut headers, generation, carried_session) = match wire {
+                Wire::Legacy { initialize } => self.headers(ACCEPT_BOTH, !initialize),
+                Wire::Modern { headers: extra, .. } => {
+                    let (mut headers, generation, _) = self.headers(ACCEPT_BOTH, false);
+                    // Never a session id on a stateless request, even one given with -H.
+                    headers.remove(SESSION_ID);
+                    for (name, value) in extra.iter() {
+                        headers.insert(name, value.clone());
+                    }
+                    (headers, generation, false)
+                }
+            };
+            if let Some(value) = &authorization {
+                headers.insert(AUTHORIZATION, value.clone());
+            }
+            let sent = self
+                .client
+                .send(Method::POST, target, headers, body.clone(), read_timeout)
+                .await;
+            let retries_left = attempt < self.max_retries;
+            attempt += 1;
+            match sent {
+                // A refused token: refresh it (or log in) once, then send again. The request
+                // was not executed, so this is safe for any method and costs no retry.
+                Ok(response)
+                    if response.status() == StatusCode::UNAUTHORIZED
+                        && !reauthorized
+                        && let Some(auth) = &self.auth =>
+                {
+                    reauthorized = true;
+                    attempt -= 1;
+                    let challenge = challenge::bearer(
+                        response
+                            .headers()
+                            .get_all(WWW_AUTHENTICATE)
+                            .iter()
+                            .filter_map(|v| v.to_str().ok()),
+                    );
+                    let fresh = auth
+                        .after_unauthorized(authorization.as_ref(), challenge)
+                        .await
+                        .map_err(|e| {
+                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 401}))
+                        })?;
+                    authorization = Some(fresh);
+                }
+                // Not enough scope: log in again for the union of scopes (step-up), once.
+                Ok(response)
+                    if response.status() == StatusCode::FORBIDDEN
+                        && !stepped_up
+                        && let Some(auth) = &self.auth
+                        && let Some(challenge) = challenge::bearer(
+                            response
+                                .headers()
+                                .get_all(WWW_AUTHENTICATE)
+                                .iter()
+                                .filter_map(|v| v.to_str().ok()),
+                        )
+                        && challenge.error.as_deref() == Some("insufficient_scope") =>
+                {
+                    stepped_up = true;
+                    attempt -= 1;
+                    let fresh = auth
+                        .after_insufficient_scope(authorization.as_ref(), challenge)
+                        .await
+                        .map_err(|e| {
+                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 403}))
+                        })?;
+                    authorization = Some(fresh);
+                }
+                Ok(response) if is_rate_limited(response.status()) && retries_left => {
+                    let asked = requested_delay(&response);
+                    match asked {
+                        Some(delay) if delay > self.retry_after_cap => {
+                            return Ok(Posted {
+                                response,
+                                generation,
+                                carried_session,
+                            });
+                        }
+                        _ => {
+                            let delay = asked.unwrap_or_else(|| {
+                                backoff.next().unwrap_or(Duration::from_secs(1))
+                            });
+                            tracing::info!(status = %response.status(), ?delay, "upstream is busy; retrying");
+                            tokio::time::sleep(delay).await;
+                        }
+                    }
+                }
+                Ok(response) => {
+                    return Ok(Posted {
+                        response,
+                        generation,
+                        carried_session,
+                    });
+                }
+                Err(e) if retries_left && (e.is_connect() || replay_safe) => {
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
+                    tracing::info!(error = %root_cause(&e), ?delay, "upstream request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(self.send_failure(&e, attempt, replay_safe)),
+            }
+        }
+    }
+
+    fn send_failure(&self, e: &HttpError, attempts: u32, replay_safe: bool) -> Failure {
+        let cause = root_cause(e);
+        if e.kind() == ErrorKind::ConnectTimeout {
+            return Failure::upstream(format!(
+                "cannot connect to the upstream {}: no connection within {} s (--timeout-connect), {attempts} attempt(s)",
+                self.display_url(),
+                seconds(self.connect_timeout)
+            ));
+        }
+        if e.is_connect() {
+            return Failure::upstream(format!(
+                "cannot connect to the upstream {} after {attempts} attempt(s): {cause}",
+                self.display_url()
+            ));
+        }
+        let what = if e.is_timeout() {
+            format!(
+                "no response within {} s (--timeout-read)",
+                seconds(self.read_timeout)
+            )
+        } else {
+            format!("upstream connection failed after the request was sent: {cause}")
+        };
+        if replay_safe {
+            Failure::upstream(format!("{what} (after {attempts} attempt(s))"))
+        } else {
+            Failure::upstream(format!(
+                "{what}; not retried because the request may have executed"
+            ))
+        }
+    }
+
+    /// Opens (or resumes, with `last_event_id`) a GET stream on the session.
+    pub async fn get(
+        &self,
+        last_event_id: Option<&str>,
+        long_lived: bool,
+    ) -> Result<Response, HttpError> {
+        let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
+        if let Some(value) = self.current_authorization().await {
+            headers.insert(AUTHORIZATION, value);
+        }
+        headers.remove(CONTENT_TYPE);
+        if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            headers.insert(LAST_EVENT_ID, id);
+        }
+        let read_timeout = if long_lived {
+            self.stream_read_timeout
+        } else {
+            Some(self.read_timeout)
+        };
+        self.client
+            .send(Method::GET, &self.uri, headers, Bytes::new(), read_timeout)
+            .await
+    }
+}
+
+/// Seconds as a person writes them: "120", "0.5".
+fn seconds(duration: Duration) -> String {
+    let s = duration.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+fn retry_backoff(max_retries: u32) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(8))
+        .with_jitter()
+        .with_max_times(max_retries as usize)
+        .build()
+}
+
+fn is_rate_limited(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
+}
