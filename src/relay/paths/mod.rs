@@ -6,7 +6,8 @@
 //! - `to_modern`: a legacy host in front of a 2026-07-28 server (with `listen` and the
 //!   host's `host_profile`).
 //! - `to_legacy`: a 2026-07-28 host in front of a legacy server (its state in
-//!   `modern_host`, its `parked` calls, `subscriptions/listen` served in `local_listen`).
+//!   `modern_host`, its `parked` calls, `subscriptions/listen` served in `local_listen`,
+//!   what the server sends besides answers in `server_messages`).
 //! - `tool_args`: a modern server's `Mcp-Param-*` headers, for both paths that reach one.
 
 mod host_profile;
@@ -16,6 +17,7 @@ mod local_listen;
 pub mod modern_host;
 mod parked;
 pub mod passthrough;
+mod server_messages;
 pub mod to_legacy;
 pub mod to_modern;
 mod tool_args;
