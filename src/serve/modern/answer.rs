@@ -254,12 +254,7 @@ impl Call {
 /// Parks a call and returns the `input_required` answer that asks its question. An
 /// unanswered round expires after `--input-timeout`: the child's question is refused and
 /// its call cancelled (the flight's guard drops unanswered).
-fn park(
-    gateway: &Arc<Gateway>,
-    request: &Request,
-    flight: Flight,
-    question: Question,
-) -> Vec<u8> {
+fn park(gateway: &Arc<Gateway>, request: &Request, flight: Flight, question: Question) -> Vec<u8> {
     let asked = Asked {
         raw_id: &request.raw_id,
         principal: request.principal.clone(),
