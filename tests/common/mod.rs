@@ -1,5 +1,6 @@
-//! Test harness: a scriptable fake MCP upstream (axum on 127.0.0.1:0) and a driver for the
-//! real relay binary over its stdin/stdout. Every wait has a deadline; nothing sleeps blind.
+//! Test harness: a scriptable fake MCP upstream (axum on 127.0.0.1:0), the relay's command
+//! line on the one stdio driver (`stdio`), and the fakes of the other modes beside it
+//! (`serve`, `sse_server`, `modern`). Every wait has a deadline; nothing sleeps blind.
 #![allow(dead_code)]
 
 use std::convert::Infallible;
@@ -11,12 +12,13 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Response, Uri};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Notify;
 
+pub mod modern;
+pub mod proxy;
 pub mod serve;
 pub mod sse_server;
+pub mod stdio;
 
 /// Waits (with the deadline) until the text `log` returns contains `needle`.
 pub async fn wait_logged(log: impl Fn() -> String, needle: &str) {
@@ -425,19 +427,14 @@ pub fn relay_command(url: &str, args: &[&str]) -> tokio::process::Command {
     command
 }
 
-/// The relay binary, driven over stdio.
-pub struct Relay {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: Lines<BufReader<ChildStdout>>,
-    stderr: Arc<Mutex<String>>,
-}
+/// The relay binary on a stdio driver: `Relay::start(url, args)`.
+pub type Relay = stdio::StdioPeer;
 
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-stdio")
 }
 
-impl Relay {
+impl stdio::StdioPeer {
     pub async fn start(url: &str, args: &[&str]) -> Self {
         Self::start_with_env(url, args, &[]).await
     }
@@ -448,71 +445,7 @@ impl Relay {
         for (name, value) in env {
             command.env(name, value);
         }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn the relay");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Relay {
-            child,
-            stdin,
-            stdout,
-            stderr,
-        }
-    }
-
-    pub async fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(line.as_bytes()).await.unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    pub async fn send(&mut self, message: Value) {
-        self.send_raw(&message.to_string()).await;
-    }
-
-    /// The next line on stdout, raw.
-    pub async fn recv_line(&mut self) -> String {
-        match tokio::time::timeout(DEADLINE, self.stdout.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            other => panic!(
-                "no line from the relay ({other:?}); stderr:\n{}",
-                self.stderr()
-            ),
-        }
-    }
-
-    pub async fn recv(&mut self) -> Value {
-        let line = self.recv_line().await;
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
-    }
-
-    /// Sends a request and returns its answer, failing on anything else in between.
-    pub async fn call(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let answer = self.recv().await;
-        assert_eq!(answer["id"], id, "unexpected message: {answer}");
-        answer
+        Self::spawn(command)
     }
 
     /// The host's side of the handshake.
@@ -523,59 +456,6 @@ impl Relay {
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
         answer
-    }
-
-    /// Proves the channel is alive: a ping must be the next thing answered. Returns every
-    /// line that came before the answer (a test of "nothing else arrived" checks it).
-    pub async fn ping_through(&mut self, id: &str) -> Vec<Value> {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
-            .await;
-        let mut before = Vec::new();
-        loop {
-            let message = self.recv().await;
-            if message["id"] == json!(id) && message.get("result").is_some() {
-                return before;
-            }
-            before.push(message);
-        }
-    }
-
-    pub fn close_stdin(&mut self) {
-        self.stdin.take();
-    }
-
-    pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
-        tokio::time::timeout(DEADLINE, self.child.wait())
-            .await
-            .expect("relay exits")
-            .unwrap()
-    }
-
-    pub fn signal(&self, signal: &str) {
-        let pid = self.child.id().unwrap().to_string();
-        std::process::Command::new("kill")
-            .args(["-s", signal, &pid])
-            .status()
-            .unwrap();
-    }
-
-    pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits (with the deadline) until the relay has logged `needle`.
-    pub async fn wait_stderr(&self, needle: &str) {
-        wait_logged(|| self.stderr(), needle).await;
-    }
-
-    /// Everything left on stdout after exit.
-    pub async fn rest_of_stdout(&mut self) -> Vec<String> {
-        let mut rest = Vec::new();
-        while let Ok(Ok(Some(line))) = tokio::time::timeout(DEADLINE, self.stdout.next_line()).await
-        {
-            rest.push(line);
-        }
-        rest
     }
 }
 

@@ -228,18 +228,15 @@ pub async fn wait_dead(pid: i32) {
 pub fn modern_request(
     id: Value,
     method: &str,
-    mut params: Value,
+    params: Value,
     name: Option<&str>,
 ) -> (Vec<(String, String)>, String) {
-    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
-    if params["_meta"]
-        .get("io.modelcontextprotocol/clientCapabilities")
-        .is_none()
-    {
-        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
-    }
+    let params = super::modern::enveloped(params);
     let mut headers = vec![
-        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
+        (
+            "mcp-protocol-version".to_owned(),
+            super::modern::MODERN.to_owned(),
+        ),
         ("mcp-method".to_owned(), method.to_owned()),
     ];
     if let Some(name) = name {

@@ -5,15 +5,7 @@ use crate::common::*;
 use axum::http::Method;
 use serde_json::{Value, json};
 
-const MODERN: &str = "2026-07-28";
-
-fn envelope(capabilities: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": {"name": "modern-host", "version": "1"}
-    })
-}
+use crate::common::modern::{MODERN, envelope};
 
 /// The next message that is not a notification (the fake's listen stream may interleave).
 async fn next_non_notification(relay: &mut Relay) -> Value {

@@ -145,22 +145,8 @@ async fn proxy_credentials_go_in_proxy_authorization_and_nowhere_else() {
 #[tokio::test]
 async fn an_https_upstream_is_tunnelled_through_the_proxy_with_connect() {
     // A raw proxy that records the tunnel request and refuses it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy_addr = listener.local_addr().unwrap();
-    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<String>();
-    tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).await.unwrap() == 1 {
-            head.push(byte[0]);
-        }
-        let _ = head_tx.send(String::from_utf8_lossy(&head).into_owned());
-        let _ = socket
-            .write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
-            .await;
-    });
+    let proxy = crate::common::proxy::RefusingProxy::start().await;
+    let proxy_addr = proxy.addr;
     let proxy_url = format!("http://tunneluser:tunnel-secret@{proxy_addr}");
     let mut relay = Relay::start_with_env(
         "https://mcp.example.invalid/mcp",
@@ -173,7 +159,7 @@ async fn an_https_upstream_is_tunnelled_through_the_proxy_with_connect() {
         .await;
     let answer = relay.recv().await;
     assert_eq!(answer["error"]["code"], -32000, "{answer}");
-    let head = tokio::time::timeout(DEADLINE, head_rx)
+    let head = tokio::time::timeout(DEADLINE, proxy.head)
         .await
         .unwrap()
         .unwrap();

@@ -3,59 +3,33 @@
 
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
-const DEADLINE: Duration = Duration::from_secs(15);
+use crate::common::stdio::StdioPeer;
 
+/// The sandbox on the shared stdio driver, numbering its own requests.
 struct Sandbox {
-    _child: Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
+    peer: StdioPeer,
     next: u64,
 }
 
 impl Sandbox {
     async fn start(root: &Path, flags: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(crate::common::binary())
-            .arg("sandbox")
-            .arg("--root")
-            .arg(root)
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut command = tokio::process::Command::new(crate::common::binary());
+        command.arg("sandbox").arg("--root").arg(root).args(flags);
         Sandbox {
-            _child: child,
-            stdin,
-            stdout,
+            peer: StdioPeer::spawn(command),
             next: 100,
         }
     }
 
     async fn send(&mut self, message: &Value) {
-        self.stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-        self.stdin.flush().await.unwrap();
+        self.peer.send(message.clone()).await;
     }
 
     async fn recv_raw(&mut self) -> String {
-        tokio::time::timeout(DEADLINE, self.stdout.next_line())
-            .await
-            .expect("an answer in time")
-            .unwrap()
-            .expect("a line")
+        self.peer.recv_line().await
     }
 
     async fn request(&mut self, method: &str, params: Value) -> (Value, String) {
@@ -372,7 +346,7 @@ async fn malformed_requests_are_protocol_errors_that_name_the_field() {
     );
     let (method, _) = sandbox.request("resources/list", json!({})).await;
     assert_eq!(method["error"]["code"], -32601);
-    sandbox.stdin.write_all(b"not json\n").await.unwrap();
+    sandbox.peer.send_raw("not json").await;
     let parse: Value = serde_json::from_str(&sandbox.recv_raw().await).unwrap();
     assert_eq!(parse["error"]["code"], -32700);
     // tools/list is paged (at --page-size) and deterministic.
@@ -445,7 +419,7 @@ async fn every_tool_is_on_the_first_page_by_default() {
 async fn the_modern_era_is_fixed_by_the_first_request() {
     let (_top, root) = workspace();
     let mut sandbox = Sandbox::start(&root, &[]).await;
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let meta = crate::common::modern::envelope(json!({}));
     let (discover, _) = sandbox
         .request("server/discover", json!({"_meta": meta}))
         .await;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
+use crate::common::modern::CLIENT_CAPABILITIES;
 use crate::common::serve::*;
 
 impl Serve {
@@ -240,7 +241,7 @@ async fn modern_only_refuses_the_handshake_era() {
 /// `tools/call ask` declaring `capabilities`, optionally a retry with `state` and `responses`.
 fn ask(capabilities: Value, retry: Option<(&str, Value)>) -> Value {
     let mut params = json!({"name": "ask", "arguments": {},
-        "_meta": {"io.modelcontextprotocol/clientCapabilities": capabilities}});
+        "_meta": {CLIENT_CAPABILITIES: capabilities}});
     if let Some((state, responses)) = retry {
         params["requestState"] = json!(state);
         params["inputResponses"] = responses;
