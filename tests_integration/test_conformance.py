@@ -1,10 +1,10 @@
 """The official MCP conformance suite's client scenarios (0.1.16: handshake-era servers), with
 a Python SDK client that reaches each scenario's server only through the relay: a legacy host
-(conformance_client.py), and a 2026-07-28 host (conformance_2026_client.py), for which the
+(clients/conformance_client.py), and a 2026-07-28 host (clients/conformance_2026_client.py), for which the
 relay runs the handshake and turns the server's mid-call elicitation into input_required."""
 
 import pytest
-from conftest import run_conformance_client
+from helpers.conformance import run_conformance_client
 
 SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 

@@ -6,36 +6,12 @@ passes through, and with a legacy host (the same client in legacy mode) so that 
 translation is what the suite judges. Every check must pass, warnings included."""
 
 import pytest
-from conftest import run_conformance_client
+from helpers.conformance import AUTH_2026, run_conformance_client
 
 SCENARIOS = [
     "tools_call",
     "request-metadata",
-    "auth/metadata-default",
-    "auth/metadata-var1",
-    "auth/metadata-var2",
-    "auth/metadata-var3",
-    "auth/basic-cimd",
-    "auth/scope-from-www-authenticate",
-    "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined",
-    "auth/scope-step-up",
-    "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic",
-    "auth/token-endpoint-auth-post",
-    "auth/token-endpoint-auth-none",
-    "auth/pre-registration",
-    "auth/resource-mismatch",
-    "auth/offline-access-scope",
-    "auth/offline-access-not-supported",
-    "auth/authorization-server-migration",
-    "auth/iss-supported",
-    "auth/iss-not-advertised",
-    "auth/iss-supported-missing",
-    "auth/iss-wrong-issuer",
-    "auth/iss-unexpected",
-    "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch",
+    *AUTH_2026,
     "sep-2322-client-request-state",
     "http-standard-headers",
     "http-custom-headers",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HERE, NODE_BIN, NPM_BIN, PEERS, node_env, start_serve, stop_serve
+from helpers.paths import NODE_BIN, NPM_BIN, PEER_SCRIPTS, PEERS
+from helpers.processes import node_env, start_serve, stop_serve
 
 
 NEXT_SUITE = [str(PEERS / "node_modules" / "conformance-next" / "dist" / "index.js")]
@@ -33,14 +34,14 @@ LEGACY_CHILD_LIMITS = {"sep-2322-elicitation-incomplete", "sep-2322-multiple-inp
 
 @pytest.fixture
 def served_fixture():
-    process, url = start_serve([sys.executable, str(HERE / "conformance_server.py")])
+    process, url = start_serve([sys.executable, str(PEER_SCRIPTS / "conformance_server.py")])
     yield url
     stop_serve(process)
 
 
 @pytest.fixture
 def served_legacy_fixture():
-    process, url = start_serve([sys.executable, str(HERE / "conformance_server.py"), "--legacy-only"])
+    process, url = start_serve([sys.executable, str(PEER_SCRIPTS / "conformance_server.py"), "--legacy-only"])
     yield url
     stop_serve(process)
 

@@ -4,7 +4,7 @@ answers), `legacy` (the initialize handshake: the relay translates to 2026-07-28
 and `2026-07-28` (a modern host: the relay passes its requests through)."""
 
 import pytest
-from host import accept_with_defaults, relay_binary
+from helpers.host import accept_with_defaults, relay_binary
 from mcp import StdioServerParameters, types
 from mcp.client import Client
 

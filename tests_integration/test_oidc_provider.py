@@ -12,15 +12,16 @@ import tempfile
 
 import anyio
 import pytest
-from conftest import HERE, NODE_BIN, PEERS, node_env
-from host import relay_binary, through_relay
+from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS, PEERS
+from helpers.processes import node_env
+from helpers.host import relay_binary, through_relay
 
 
 @pytest.fixture
 def oidc_world(tmp_path):
     # Run from the peers folder, so `import "oidc-provider"` resolves to its node_modules.
     script = PEERS / "oidc_world.mjs"
-    shutil.copy(HERE / "oidc_world.mjs", script)
+    shutil.copy(PEER_SCRIPTS / "oidc_world.mjs", script)
     log = tmp_path / "provider.log"
     log.touch()
     process = subprocess.Popen(
@@ -38,7 +39,7 @@ def test_login_use_refresh_rotation_and_revocation_with_a_certified_provider(oid
     url, log = oidc_world
     state = str(tmp_path / "state")
     env = {
-        "BROWSER": f"{sys.executable} {HERE / 'browser.py'}",
+        "BROWSER": f"{sys.executable} {BROWSER}",
         "XDG_STATE_HOME": state,
         "HOME": state,
         "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent",

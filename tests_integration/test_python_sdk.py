@@ -3,7 +3,7 @@ its Streamable HTTP server (SSE and JSON response modes) as the upstream."""
 
 import anyio
 import pytest
-from host import through_relay
+from helpers.host import through_relay
 
 pytestmark = pytest.mark.anyio
 

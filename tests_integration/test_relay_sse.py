@@ -10,8 +10,9 @@ import time
 
 import anyio
 import pytest
-from conftest import HERE, Server, free_port, start_everything
-from host import through_relay
+from helpers.paths import PEER_SCRIPTS
+from helpers.processes import free_port, Server, start_everything
+from helpers.host import through_relay
 from mcp.shared.exceptions import MCPError
 from test_server_everything import EXPECTED, sample_arguments
 
@@ -27,7 +28,7 @@ def everything_sse():
 
 
 def python_sse_server(port: int) -> Server:
-    server = Server([sys.executable, str(HERE / "conformance_server.py"), "--sse", str(port)], port)
+    server = Server([sys.executable, str(PEER_SCRIPTS / "conformance_server.py"), "--sse", str(port)], port)
     server.url = f"http://127.0.0.1:{port}/sse"
     return server
 

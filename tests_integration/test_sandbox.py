@@ -6,8 +6,8 @@ import os
 import subprocess
 
 import pytest
-from conftest import start_serve, stop_serve
-from host import relay_binary
+from helpers.processes import start_serve, stop_serve
+from helpers.host import relay_binary
 from mcp import StdioServerParameters
 from mcp.client import Client
 

@@ -4,8 +4,9 @@ legacy mode: every tool, sampling, elicitation and roots round trips included; a
 relay in front of serve, so that both halves of the project talk to each other."""
 
 import pytest
-from conftest import NODE_BIN, NPM_BIN, node_env, start_serve, stop_serve
-from host import accept_sampling, accept_with_defaults, list_roots, through_relay
+from helpers.paths import NODE_BIN, NPM_BIN
+from helpers.processes import node_env, start_serve, stop_serve
+from helpers.host import accept_sampling, accept_with_defaults, list_roots, through_relay
 from mcp.client import Client
 from test_server_everything import EXPECTED, sample_arguments
 

@@ -7,18 +7,19 @@ import sys
 
 import anyio
 import pytest
-from conftest import HERE, NODE_BIN, NPM_BIN, node_env, start_serve, stop_serve
-from host import accept_sampling, accept_with_defaults, relay_binary
+from helpers.paths import INTEGRATION, NODE_BIN, NPM_BIN, PEER_SCRIPTS
+from helpers.processes import node_env, start_serve, stop_serve
+from helpers.host import accept_sampling, accept_with_defaults, relay_binary
 from mcp.client import Client
 
 pytestmark = pytest.mark.anyio
 
 CHILDREN = {
     "server-everything": lambda: ([str(NODE_BIN / "node"), str(NPM_BIN / "mcp-server-everything"), "stdio"], node_env()),
-    "python-sdk": lambda: ([sys.executable, str(HERE / "conformance_server.py")], None),
-    "sandbox": lambda: ([relay_binary(), "sandbox", "--root", str(HERE)], None),
+    "python-sdk": lambda: ([sys.executable, str(PEER_SCRIPTS / "conformance_server.py")], None),
+    "sandbox": lambda: ([relay_binary(), "sandbox", "--root", str(INTEGRATION)], None),
 }
-TOOL = {"server-everything": ("echo", {"message": "hi"}, "hi"), "python-sdk": ("test_simple_text", {}, "simple text"), "sandbox": ("file_info", {"path": "host.py"}, "host.py")}
+TOOL = {"server-everything": ("echo", {"message": "hi"}, "hi"), "python-sdk": ("test_simple_text", {}, "simple text"), "sandbox": ("file_info", {"path": "conftest.py"}, "conftest.py")}
 
 
 @pytest.mark.parametrize("child", sorted(CHILDREN))
@@ -77,7 +78,7 @@ async def test_a_handshake_era_childs_questions_reach_a_2026_07_28_client_as_inp
         calls = [("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5}, "sampled through the relay"),
                  ("trigger-elicitation-request", {}, "accept")]
     else:
-        command, env = [sys.executable, str(HERE / "conformance_server.py"), "--legacy-only"], None
+        command, env = [sys.executable, str(PEER_SCRIPTS / "conformance_server.py"), "--legacy-only"], None
         calls = [("test_input_required_result_sampling", {}, "sampled through the relay"),
                  ("test_input_required_result_multi_round", {}, "Both steps complete")]
     process, url = start_serve(command, env=env)

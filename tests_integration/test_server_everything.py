@@ -3,7 +3,7 @@ it lists is callable, including sampling, elicitation, roots and progress, which
 server-to-client requests and notifications to cross the relay both ways."""
 
 import pytest
-from host import through_relay
+from helpers.host import through_relay
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +82,7 @@ async def test_every_tool_is_callable_by_a_2026_07_28_host(everything_server):
     # A modern host in front of this handshake-era server: the relay runs initialize, and
     # the server's sampling, elicitation and roots requests reach the host as
     # input_required rounds that the host answers by retrying.
-    from host import accept_sampling, accept_with_defaults, list_roots, relay_binary
+    from helpers.host import accept_sampling, accept_with_defaults, list_roots, relay_binary
     from mcp import StdioServerParameters
     from mcp.client import Client
 

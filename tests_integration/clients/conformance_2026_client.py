@@ -17,9 +17,8 @@ import anyio
 from mcp import StdioServerParameters, types
 from mcp.client import Client
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from host import accept_sampling, accept_with_defaults, list_roots, relay_binary  # noqa: E402
+from helpers.host import accept_sampling, accept_with_defaults, list_roots, relay_binary
+from helpers.paths import BROWSER
 
 
 def relay(url: str, scenario: str, context: dict) -> StdioServerParameters:
@@ -28,7 +27,7 @@ def relay(url: str, scenario: str, context: dict) -> StdioServerParameters:
     if scenario.startswith("auth/"):
         state = tempfile.mkdtemp(prefix="mcp-stdio-auth-")
         env = {
-            "BROWSER": f"{sys.executable} {os.path.join(HERE, 'browser.py')}",
+            "BROWSER": f"{sys.executable} {BROWSER}",
             "XDG_STATE_HOME": state,
             "HOME": state,
         }

@@ -1,18 +1,12 @@
 """A stdio MCP host made of the Python SDK client: it spawns the relay under test, the way
 Claude Desktop or an IDE would, and talks to it over stdin/stdout."""
 
-import os
 import sys
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def relay_binary() -> str:
-    return os.environ.get("MCP_STDIO_BIN") or str(ROOT / "target" / "debug" / "mcp-stdio")
+from helpers.paths import relay_binary
 
 
 async def accept_sampling(context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:

@@ -2,7 +2,7 @@
 that reaches the scenario's protected server only through `mcp-stdio URL --oauth`, with a
 `$BROWSER` stand-in that follows the authorization redirect.
 
-The suite runs `python conformance_auth_client.py <server-url>` with MCP_CONFORMANCE_SCENARIO
+The suite runs `python -m clients.conformance_auth_client <server-url>` with MCP_CONFORMANCE_SCENARIO
 and, for scenarios with pre-registered clients, MCP_CONFORMANCE_CONTEXT (JSON) set.
 """
 
@@ -13,16 +13,15 @@ import tempfile
 
 import anyio
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from host import through_relay  # noqa: E402
+from helpers.host import through_relay
+from helpers.paths import BROWSER
 
 
 async def main(url: str, scenario: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     state = tempfile.mkdtemp(prefix="mcp-stdio-auth-")
     env = {
-        "BROWSER": f"{sys.executable} {os.path.join(HERE, 'browser.py')}",
+        "BROWSER": f"{sys.executable} {BROWSER}",
         "XDG_STATE_HOME": state,
         "HOME": state,  # no real logins, no Python tool's token file
     }

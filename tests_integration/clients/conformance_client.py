@@ -1,7 +1,7 @@
 """The client under test for the official conformance suite's client scenarios: a Python SDK
 client (legacy handshake) that reaches the scenario's server only through `mcp-stdio URL`.
 
-The suite runs `python conformance_client.py <server-url>` with MCP_CONFORMANCE_SCENARIO set.
+The suite runs `python -m clients.conformance_client <server-url>` with MCP_CONFORMANCE_SCENARIO set.
 """
 
 import os
@@ -9,8 +9,7 @@ import sys
 
 import anyio
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from host import through_relay  # noqa: E402
+from helpers.host import through_relay
 
 
 async def main(url: str, scenario: str) -> None:
