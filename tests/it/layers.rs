@@ -4,7 +4,9 @@
 //! - `era/` and `jsonrpc/` use nothing of the crate outside themselves (the ground floor);
 //! - `relay/` and `serve/` never import each other;
 //! - `sandbox/tools/` knows nothing of JSON-RPC;
-//! - inside `relay/`, no file imports from a higher tier than its own.
+//! - inside `relay/`, no file imports from a higher tier than its own;
+//! - the relay sends requests only through its link and its one request engine;
+//! - `requestState` tokens are made and checked only in `parking/`.
 
 use std::path::{Path, PathBuf};
 
@@ -156,6 +158,45 @@ fn relay_tiers_only_import_downward() {
     assert!(broken.is_empty(), "{broken:#?}");
 }
 
+/// Files whose code contains any of `needles`, outside the files `allowed` names.
+fn uses_outside(dir: &Path, needles: &[&str], allowed: &[&str]) -> Vec<String> {
+    rust_files(dir)
+        .into_iter()
+        .filter(|file| !allowed.contains(&relative(file).as_str()))
+        .filter(|file| {
+            let code = code_of(file);
+            needles.iter().any(|needle| code.contains(needle))
+        })
+        .map(|file| relative(&file))
+        .collect()
+}
+
+#[test]
+fn the_relay_sends_through_its_link_and_one_engine() {
+    // The session's own POST and GET, called only by the link, the engine (a stream's
+    // resumption), and the era probe (a POST whose answer decides the era, not a request).
+    let raw = uses_outside(
+        &src().join("relay"),
+        &[".post_as(", ".post_to(", "upstream.post(", "upstream.get("],
+        &[
+            "relay/call.rs",
+            "relay/detect.rs",
+            "relay/link/mod.rs",
+            "relay/link/server_stream.rs",
+            "relay/link/sse.rs",
+            "relay/link/session/mod.rs",
+            "relay/link/session/send.rs",
+        ],
+    );
+    assert!(raw.is_empty(), "send through call::call or Link: {raw:#?}");
+}
+
+#[test]
+fn request_state_is_made_and_checked_only_in_parking() {
+    let outside = uses_outside(&src(), &["state_token::"], &["parking/table.rs"]);
+    assert!(outside.is_empty(), "use parking::Rounds: {outside:#?}");
+}
+
 #[test]
 fn the_rules_can_fail() {
     // The scanner must see an import, or every rule above would pass vacuously.
@@ -169,4 +210,7 @@ fn the_rules_can_fail() {
         .map(|l| l.find("//").map_or(l, |at| &l[..at]))
         .collect();
     assert!(!without_comments.contains("crate::serve"));
+    // The scan sees the real call sites it allows, so the rule is not vacuous.
+    assert!(!uses_outside(&src().join("relay"), &[".post_as("], &[]).is_empty());
+    assert!(!uses_outside(&src(), &["state_token::"], &[]).is_empty());
 }
