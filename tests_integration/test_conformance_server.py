@@ -8,17 +8,14 @@ against the same server in the handshake era only (the gateway translates, inclu
 `input_required` rounds for the child's questions)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.paths import NODE_BIN, NPM_BIN, PEER_SCRIPTS, PEERS
+from helpers.conformance import NEXT_SUITE, SUITE, checks_of, run_suite
+from helpers.paths import PEER_SCRIPTS
 from helpers.processes import node_env, start_serve, stop_serve
-
-
-NEXT_SUITE = [str(PEERS / "node_modules" / "conformance-next" / "dist" / "index.js")]
 
 # Scenarios the 2026-07-28 run reports but does not score: the tasks extension, which this
 # gateway does not implement (SEP-2663 is an optional extension).
@@ -47,28 +44,17 @@ def served_legacy_fixture():
 
 
 def run_server_suite(suite: list[str], url: str, out_dir: Path, extra: list[str], allowed: set[str] = frozenset()) -> set[str]:
-    run = subprocess.run(
-        [str(NODE_BIN / "node"), *suite, "server", "--url", url, "-o", str(out_dir), *extra],
-        env=node_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    report = run.stdout + run.stderr
-    checks = []
-    for path in out_dir.rglob("checks.json"):
-        if path.parent.name.removeprefix("server-").startswith(UNSCORED_PREFIXES):
-            continue
-        checks.extend(json.loads(path.read_text()))
+    report, files, _ = run_suite([*suite, "server", "--url", url, *extra], out_dir, env=node_env(), timeout=600)
+    scored = [p for p in files if not p.parent.name.removeprefix("server-").startswith(UNSCORED_PREFIXES)]
+    checks = checks_of(scored)
     failures = [c for c in checks if c.get("status") == "FAILURE" and c.get("id") not in allowed]
-    scenarios = {p.parent.name for p in out_dir.rglob("checks.json")}
-    assert checks, f"the suite produced no checks:\n{report}"
+    assert checks, f"the suite produced no scored checks:\n{report}"
     assert not failures, json.dumps(failures, indent=2) + "\n" + report[-3000:]
-    return scenarios
+    return {p.parent.name for p in files}
 
 
 def test_conformance_0_1_16_server_scenarios(served_fixture, tmp_path):
-    scenarios = run_server_suite([str(NPM_BIN / "conformance")], served_fixture, tmp_path, [])
+    scenarios = run_server_suite(SUITE, served_fixture, tmp_path, [])
     assert len(scenarios) >= 30, sorted(scenarios)
 
 

@@ -52,6 +52,29 @@ AUTH_2026 = AUTH_SHARED + [
 ]
 
 
+# The two lines of the suite: 0.1.16 (handshake-era) and 0.2.0-alpha (the 2026-07-28
+# requirements), installed by install.sh.
+SUITE = [str(NPM_BIN / "conformance")]
+NEXT_SUITE = [str(PEERS / "node_modules" / "conformance-next" / "dist" / "index.js")]
+
+
+def run_suite(args: list[str], out_dir: Path, env: dict, timeout: int) -> tuple[str, list[Path], int]:
+    """Runs the suite under Node 22 with `args`; returns its report, the `checks.json` files
+    it wrote (failing when it wrote none) and its exit code."""
+    run = subprocess.run([str(NODE_BIN / "node"), *args, "-o", str(out_dir)], env=env, capture_output=True, text=True, timeout=timeout)
+    report = run.stdout + run.stderr
+    files = list(out_dir.rglob("checks.json"))
+    assert files, f"the suite produced no checks:\n{report}"
+    return report, files, run.returncode
+
+
+def checks_of(files: list[Path]) -> list[dict]:
+    checks = []
+    for path in files:
+        checks.extend(json.loads(path.read_text()))
+    return checks
+
+
 def run_conformance_client(
     client_script: str, scenario: str, out_dir: Path, strict: bool = False, next_suite: bool = False, env: dict | None = None
 ) -> None:
@@ -62,20 +85,16 @@ def run_conformance_client(
     module = Path(client_script).stem
     assert (CLIENT_SCRIPTS / f"{module}.py").is_file(), client_script
     command = f"{sys.executable} -m clients.{module}"
-    suite = [str(PEERS / "node_modules" / "conformance-next" / "dist" / "index.js")] if next_suite else [str(NPM_BIN / "conformance")]
-    run = subprocess.run(
-        [str(NODE_BIN / "node"), *suite, "client", "--command", command, "--scenario", scenario, "-o", str(out_dir)],
+    suite = NEXT_SUITE if next_suite else SUITE
+    report, files, returncode = run_suite(
+        [*suite, "client", "--command", command, "--scenario", scenario],
+        out_dir,
         env={**node_env(), "PYTHONPATH": str(INTEGRATION), **(env or {})},
-        capture_output=True,
-        text=True,
         timeout=120,
     )
-    report = run.stdout + run.stderr
-    checks = []
-    for path in out_dir.rglob("checks.json"):
-        checks.extend(json.loads(path.read_text()))
+    checks = checks_of(files)
     bad = ("FAILURE", "WARNING") if strict else ("FAILURE",)
     failures = [c for c in checks if c.get("status") in bad]
     assert checks, f"the suite produced no checks:\n{report}"
     assert not failures, f"{scenario} failed:\n" + json.dumps(failures, indent=2) + "\n" + report
-    assert run.returncode == 0 or (strict and "OVERALL: PASSED" in report), report
+    assert returncode == 0 or (strict and "OVERALL: PASSED" in report), report
