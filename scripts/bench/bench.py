@@ -212,7 +212,7 @@ def main() -> None:
         if args.eras:
             bench_eras(args.calls, args.rounds, url)
         if args.sse:
-            bench_sse(args.calls, args.rounds)
+            bench_sse(args.calls, args.rounds, args.baseline)
     finally:
         upstream.terminate()
 
@@ -293,15 +293,18 @@ def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
         modern_upstream.terminate()
 
 
-def bench_sse(calls: int, rounds: int) -> None:
-    """The 2024-11-05 HTTP+SSE transport: the Rust relay against the Python tool, both
-    with --transport sse, against the same fast HTTP+SSE upstream."""
+def bench_sse(calls: int, rounds: int, baseline: str | None = None) -> None:
+    """The 2024-11-05 HTTP+SSE transport: the Rust relay against the Python tool (and the
+    baseline build, if given), all with --transport sse, against the same fast HTTP+SSE
+    upstream."""
     upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs")), "0", "sse"], stdout=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{int(upstream.stdout.readline())}/sse"
     peers = [
         ("mcp-stdio (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--transport", "sse", "--log-level", "off"]),
         ("mcp-stdio 0.45.2 (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), url, "--transport", "sse"]),
     ]
+    if baseline:
+        peers.append(("mcp-stdio (Rust, baseline)", [baseline, url, "--transport", "sse", "--log-level", "off"]))
     runs = {name: [] for name, _ in peers}
     try:
         for round_number in range(rounds):
@@ -310,11 +313,12 @@ def bench_sse(calls: int, rounds: int) -> None:
                 runs[name].append(bench_stdio(command, calls) | {"startup_ms": startup_ms(command)})
     finally:
         upstream.terminate()
-    rust, python = (median_of(runs[name]) for name, _ in peers)
+    results = {name: median_of(runs[name]) for name, _ in peers}
+    rust, python = results["mcp-stdio (Rust)"], results["mcp-stdio 0.45.2 (Python)"]
     print(f"\nHTTP+SSE transport (2024-11-05), --transport sse (medians of {rounds} rounds)\n")
     print("| peer | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms/call | peak RSS MiB | spawn→first response ms |")
     print("|---|---|---|---|---|---|---|")
-    for (name, _), r in zip(peers, (rust, python)):
+    for name, r in results.items():
         print(f"| {name} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['calls_per_s_16']:.0f} | {r['cpu_ms_per_call']:.3f} | {r['peak_rss_mib']:.1f} | {r['startup_ms']:.1f} |")
     print(f"\nCPU per call, Python tool / Rust relay: {python['cpu_ms_per_call'] / rust['cpu_ms_per_call']:.1f}x (target >= 10)")
     print(f"throughput, Rust relay / Python tool: {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x")
