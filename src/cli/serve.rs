@@ -9,6 +9,7 @@ use super::{non_negative_seconds, positive_seconds};
 use crate::logging::{LogFormat, LogLevel};
 use crate::secret::Secret;
 use crate::serve::ServeConfig;
+use crate::serve::auth::ResourceServerConfig;
 use crate::serve::child_era::ChildEraChoice;
 use crate::serve::guard::Guards;
 
@@ -97,6 +98,33 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "modern_only")]
     legacy_only: bool,
 
+    /// Accept JWT access tokens from this authorization server (resource-server mode): its
+    /// metadata names the JWKS; the token's `sub` is the caller. Not with --auth-token.
+    #[arg(long, value_name = "URL")]
+    oauth_issuer: Option<String>,
+
+    /// The audience a token must name (default: --public-url).
+    #[arg(long, value_name = "AUDIENCE")]
+    oauth_audience: Option<String>,
+
+    /// A scope every token must carry (advertised in the metadata). Repeatable.
+    #[arg(long = "oauth-scope", value_name = "SCOPE")]
+    oauth_scopes: Vec<String>,
+
+    /// Clock skew allowed on a token's `exp` and `nbf`, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    oauth_leeway: Duration,
+
+    /// Shortest time between two fetches of the issuer's keys (a token with an unknown key
+    /// id refetches them at most this often), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = positive_seconds, allow_hyphen_values = true)]
+    oauth_jwks_refetch: Duration,
+
+    /// This endpoint's URL as clients reach it, e.g. https://mcp.example.com/mcp (the
+    /// resource in its metadata, and the default token audience).
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+
     /// Serve 2026-07-28 clients only: GET and DELETE answer 405, initialize -32022.
     #[arg(long)]
     modern_only: bool,
@@ -162,7 +190,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             args.path
         ));
     }
-    let auth_token = match args.auth_token {
+    let auth_token = match args.auth_token.take() {
         Some(token) if token.trim().is_empty() => None,
         Some(token) if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) => {
             return Err(
@@ -179,6 +207,20 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         }
         None => None,
     };
+    let public_url = args
+        .public_url
+        .as_deref()
+        .map(|raw| {
+            url::Url::parse(raw)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some() && u.fragment().is_none())
+                .ok_or_else(|| format!("--public-url '{raw}' must be an http(s) URL, e.g. https://mcp.example.com/mcp"))
+        })
+        .transpose()?;
+    let resource_server = resource_server(&args, public_url.as_ref())?;
+    if resource_server.is_some() && auth_token.is_some() {
+        return Err("choose one way to check callers: --auth-token (one shared secret) or --oauth-issuer (tokens from your identity provider), not both".into());
+    }
     let trusted_proxies = args
         .trusted_proxy
         .iter()
@@ -206,6 +248,8 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         listen: SocketAddr::new(args.host, args.port),
         path: args.path,
         auth_token,
+        resource_server,
+        public_url,
         guards: Guards {
             loopback: args.host.is_loopback(),
             bind_ip: args.host,
@@ -235,6 +279,51 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         child_probe_timeout: args.child_probe_timeout,
         input_timeout: args.input_timeout,
     })
+}
+
+/// `--oauth-issuer` and its companions, checked; `None` without `--oauth-issuer`.
+fn resource_server(
+    args: &ServeArgs,
+    public_url: Option<&url::Url>,
+) -> Result<Option<ResourceServerConfig>, String> {
+    let Some(raw) = args.oauth_issuer.as_deref() else {
+        if args.oauth_audience.is_some() || !args.oauth_scopes.is_empty() {
+            return Err("--oauth-audience and --oauth-scope need --oauth-issuer (the authorization server whose tokens to accept)".into());
+        }
+        return Ok(None);
+    };
+    let issuer = crate::oauth::wellknown::checked(raw, "--oauth-issuer").map_err(|e| {
+        format!("{e}; give the issuer URL exactly as the authorization server publishes it, e.g. https://login.example.com/realms/team")
+    })?;
+    let audience = match (&args.oauth_audience, public_url) {
+        (Some(audience), _) if !audience.trim().is_empty() => audience.clone(),
+        (_, Some(url)) => url.as_str().to_owned(),
+        _ => {
+            return Err("--oauth-issuer needs the audience tokens must name: --oauth-audience AUDIENCE, or --public-url URL (this endpoint as clients reach it)".into());
+        }
+    };
+    if let Some(bad) = args.oauth_scopes.iter().find(|s| {
+        s.is_empty()
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    }) {
+        return Err(format!(
+            "--oauth-scope '{bad}' is not a scope token (visible ASCII, no quotes or backslashes)"
+        ));
+    }
+    Ok(Some(ResourceServerConfig {
+        issuer,
+        audience,
+        scopes: args.oauth_scopes.clone(),
+        leeway: args.oauth_leeway,
+        refetch_interval: args.oauth_jwks_refetch,
+        http: crate::http::client::ClientOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Some(Duration::from_secs(30)),
+            extra_roots: Vec::new(),
+        },
+    }))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::Gateway;
+use super::auth::Refused;
 use super::http::{header, json, json_error, text, too_large};
 use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
@@ -40,7 +41,7 @@ pub async fn handle(
         return *refused;
     }
     if method == Method::GET && path == "/metrics" {
-        if let Err(refused) = authorize(&gateway, peer, request.headers()) {
+        if let Err(refused) = authorize(&gateway, peer, request.headers()).await {
             return *refused;
         }
         let body = gateway
@@ -51,14 +52,14 @@ pub async fn handle(
             .body(Body::from(body))
             .expect("a valid response");
     }
-    if method == Method::GET && path.starts_with(PRM_PREFIX) && config.auth_token.is_some() {
+    if method == Method::GET && path.starts_with(PRM_PREFIX) && !gateway.auth.is_open() {
         return protected_resource_metadata(&gateway, peer, request.headers());
     }
     if !path.eq_ignore_ascii_case(&config.path) {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
     let started = Instant::now();
-    let principal = match authorize(&gateway, peer, request.headers()) {
+    let principal = match authorize(&gateway, peer, request.headers()).await {
         Ok(principal) => principal,
         Err(refused) => {
             gateway
@@ -137,41 +138,79 @@ fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<()
     Ok(())
 }
 
-/// The static bearer, if one is set. The principal names who may use a session.
-fn authorize(
+/// Checks the caller (`--auth-token` or `--oauth-issuer`; open otherwise). The principal
+/// names whose sessions and pooled child a request may use. Each decision is one log line
+/// and one `mcp_stdio_auth_total` count; a refusal says what to send.
+async fn authorize(
     gateway: &Gateway,
     peer: SocketAddr,
     headers: &HeaderMap,
 ) -> Result<Option<String>, Refusal> {
-    let Some(expected) = &gateway.config.auth_token else {
+    if gateway.auth.is_open() {
         return Ok(None);
-    };
-    let presented = header(headers, AUTHORIZATION.as_str()).and_then(|value| {
-        let (scheme, token) = value.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    });
-    match presented {
-        Some(token) if crate::secret::matches(token, expected) => Ok(Some("bearer".into())),
-        _ => {
-            let metadata = format!(
-                "{}{PRM_PREFIX}{}",
-                public_base(gateway, peer, headers),
-                gateway.config.path
-            );
-            let mut response = json_error(
-                StatusCode::UNAUTHORIZED,
-                "null",
-                INVALID_REQUEST,
-                "Unauthorized: send Authorization: Bearer <token>",
-            );
-            if let Ok(value) =
-                HeaderValue::from_str(&format!(r#"Bearer resource_metadata="{metadata}""#))
-            {
-                response.headers_mut().insert(WWW_AUTHENTICATE, value);
-            }
-            Err(Box::new(response))
-        }
     }
+    let refused = match gateway
+        .auth
+        .authorize(header(headers, AUTHORIZATION.as_str()))
+        .await
+    {
+        Ok(caller) => {
+            gateway.metrics.authenticated("accepted");
+            let caller = caller.map(|c| {
+                tracing::debug!(principal = %c.principal, client_id = c.client_id.as_deref().unwrap_or("-"), outcome = "accepted", "authentication");
+                c.principal
+            });
+            return Ok(caller);
+        }
+        Err(refused) => refused,
+    };
+    gateway.metrics.authenticated(refused.outcome());
+    tracing::info!(%peer, outcome = refused.outcome(), "authentication refused");
+    let metadata = format!(
+        "{}{PRM_PREFIX}{}",
+        public_base(gateway, peer, headers),
+        gateway.config.path
+    );
+    let scope = gateway.auth.scopes().join(" ");
+    let (status, challenge, message) = match &refused {
+        Refused::Missing => (
+            StatusCode::UNAUTHORIZED,
+            if scope.is_empty() {
+                format!(r#"Bearer resource_metadata="{metadata}""#)
+            } else {
+                format!(r#"Bearer resource_metadata="{metadata}", scope="{scope}""#)
+            },
+            "Unauthorized: send Authorization: Bearer <token>".to_owned(),
+        ),
+        Refused::Invalid(outcome) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                r#"Bearer error="invalid_token", error_description="{}", resource_metadata="{metadata}""#,
+                outcome.label()
+            ),
+            format!(
+                "Unauthorized: the bearer token is not accepted ({}); get a new one",
+                outcome.label().replace('_', " ")
+            ),
+        ),
+        Refused::InsufficientScope(needed) => {
+            let needed = needed.join(" ");
+            (
+                StatusCode::FORBIDDEN,
+                format!(
+                    r#"Bearer error="insufficient_scope", scope="{needed}", resource_metadata="{metadata}""#
+                ),
+                format!(
+                    "Forbidden: the token lacks the scope this server requires; ask for: {needed}"
+                ),
+            )
+        }
+    };
+    let mut response = json_error(status, "null", INVALID_REQUEST, &message);
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    Err(Box::new(response))
 }
 
 /// `scheme://host` as the client sees this server (a trusted proxy may say).
@@ -195,12 +234,25 @@ fn protected_resource_metadata(
     peer: SocketAddr,
     headers: &HeaderMap,
 ) -> Response<Body> {
-    let base = public_base(gateway, peer, headers);
-    let document = serde_json::json!({
-        "resource": format!("{base}{}", gateway.config.path),
+    let resource = match &gateway.config.public_url {
+        Some(url) => url.as_str().to_owned(),
+        None => format!(
+            "{}{}",
+            public_base(gateway, peer, headers),
+            gateway.config.path
+        ),
+    };
+    let mut document = serde_json::json!({
+        "resource": resource,
         "bearer_methods_supported": ["header"],
         "resource_name": "mcp-stdio serve",
     });
+    if let Some(issuer) = gateway.auth.issuer() {
+        document["authorization_servers"] = serde_json::json!([issuer]);
+    }
+    if !gateway.auth.scopes().is_empty() {
+        document["scopes_supported"] = serde_json::json!(gateway.auth.scopes());
+    }
     Response::builder()
         .header(CONTENT_TYPE, "application/json")
         .body(Body::from(document.to_string()))

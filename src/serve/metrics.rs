@@ -13,6 +13,8 @@ const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1
 #[derive(Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// Authentication decisions by outcome (a fixed, small label set).
+    auth: Mutex<BTreeMap<&'static str, u64>>,
     buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -51,6 +53,16 @@ impl Metrics {
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// Counts one authentication decision.
+    pub fn authenticated(&self, outcome: &'static str) {
+        *self
+            .auth
+            .lock()
+            .expect("metrics lock")
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
     pub fn render(&self, sessions: usize, children: usize) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -80,6 +92,13 @@ impl Metrics {
                 out,
                 "mcp_stdio_requests_total{{method=\"{method}\",status=\"{status}\"}} {n}"
             );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_auth_total Authentication decisions by outcome.\n# TYPE mcp_stdio_auth_total counter"
+        );
+        for (outcome, n) in self.auth.lock().expect("metrics lock").iter() {
+            let _ = writeln!(out, "mcp_stdio_auth_total{{outcome=\"{outcome}\"}} {n}");
         }
         let _ = writeln!(
             out,

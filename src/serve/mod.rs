@@ -2,6 +2,7 @@
 //! legacy-era session (an `initialize` without a session id) gets its own child process;
 //! the HTTP side is hyper with a header-read timeout, the routes are in `routes`.
 
+pub mod auth;
 mod child;
 pub mod child_era;
 mod front;
@@ -41,6 +42,10 @@ pub struct ServeConfig {
     pub path: String,
     /// `--auth-token` / `MCP_STDIO_SERVE_TOKEN`: every MCP request must carry it.
     pub auth_token: Option<Secret>,
+    /// `--oauth-issuer` and its companions: tokens from an external authorization server.
+    pub resource_server: Option<auth::ResourceServerConfig>,
+    /// `--public-url`: this endpoint as clients reach it.
+    pub public_url: Option<url::Url>,
     pub guards: Guards,
     pub max_sessions: usize,
     /// `None`: sessions never expire for idleness.
@@ -84,6 +89,8 @@ pub struct Gateway {
     era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
     pub parked: Arc<crate::parking::Rounds<modern::Flight>>,
+    /// How each request's caller is checked.
+    pub auth: auth::Auth,
 }
 
 impl Gateway {
@@ -149,7 +156,9 @@ pub async fn run(config: ServeConfig) -> i32 {
         config.path
     );
     let parked = crate::parking::Rounds::new(config.input_timeout);
+    let auth = auth::Auth::new(config.auth_token.clone(), config.resource_server.clone());
     let gateway = Arc::new(Gateway {
+        auth,
         sessions: Sessions::new(config.max_sessions),
         pool: pool::Pool::default(),
         config,

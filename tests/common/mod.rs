@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, Method, Response, Uri};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+pub mod issuer;
 pub mod modern;
 pub mod proxy;
 pub mod serve;

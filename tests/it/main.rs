@@ -20,4 +20,5 @@ mod relay_streams;
 mod sandbox;
 mod secrets;
 mod serve;
+mod serve_auth;
 mod serve_modern;

@@ -1,0 +1,261 @@
+//! The authorization server's signing keys: its metadata (RFC 8414, then OpenID Connect
+//! discovery) names `jwks_uri`; the key set is fetched once and kept, and a token signed
+//! with a key id the set does not have triggers one refetch, at most every
+//! `--oauth-jwks-refetch` seconds (key rotation without a restart, and no amplification of
+//! a flood of made-up key ids). Symmetric keys and encryption keys are never used.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use serde::Deserialize;
+use url::Url;
+
+use crate::oauth::http::OAuthHttp;
+use crate::oauth::wellknown;
+
+/// The largest metadata or key-set document read.
+const MAX_DOCUMENT: usize = 256 * 1024;
+
+/// One verification key and the algorithms it may verify (decided by its type, never by
+/// a token's header).
+pub struct Key {
+    pub decoding: DecodingKey,
+    pub algorithms: Vec<Algorithm>,
+}
+
+#[derive(Default)]
+struct KeySet {
+    by_kid: HashMap<String, Arc<Key>>,
+    /// Keys without a `kid`, tried for tokens without one.
+    unnamed: Vec<Arc<Key>>,
+}
+
+pub struct Keys {
+    issuer: Url,
+    http: OAuthHttp,
+    refetch_interval: Duration,
+    current: RwLock<Arc<KeySet>>,
+    /// Held while fetching, so concurrent misses fetch once; `None` before the first fetch.
+    fetched: tokio::sync::Mutex<Option<Instant>>,
+    jwks_uri: std::sync::OnceLock<Url>,
+}
+
+/// Why no key could be found.
+#[derive(Debug)]
+pub enum Missing {
+    /// The set (fresh enough) has no such key.
+    UnknownKey,
+    /// The authorization server could not be asked.
+    Unreachable(String),
+}
+
+impl Keys {
+    pub fn new(
+        issuer: Url,
+        http: crate::http::client::ClientOptions,
+        refetch_interval: Duration,
+    ) -> Self {
+        Self {
+            issuer,
+            http: OAuthHttp::new(http, MAX_DOCUMENT),
+            refetch_interval,
+            current: RwLock::new(Arc::default()),
+            fetched: tokio::sync::Mutex::new(None),
+            jwks_uri: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The keys a token with this `kid` may have been signed with.
+    pub async fn for_kid(&self, kid: Option<&str>) -> Result<Vec<Arc<Key>>, Missing> {
+        if let Some(keys) = self.lookup(kid) {
+            return Ok(keys);
+        }
+        let mut fetched = self.fetched.lock().await;
+        // Someone else may have fetched while we waited.
+        if let Some(keys) = self.lookup(kid) {
+            return Ok(keys);
+        }
+        if fetched.is_some_and(|at| at.elapsed() < self.refetch_interval) {
+            return Err(Missing::UnknownKey);
+        }
+        *fetched = Some(Instant::now());
+        let set = self.fetch().await.map_err(Missing::Unreachable)?;
+        *self.current.write().expect("keys lock") = Arc::new(set);
+        self.lookup(kid).ok_or(Missing::UnknownKey)
+    }
+
+    fn lookup(&self, kid: Option<&str>) -> Option<Vec<Arc<Key>>> {
+        let set = self.current.read().expect("keys lock").clone();
+        match kid {
+            Some(kid) => set.by_kid.get(kid).map(|key| vec![key.clone()]),
+            None => (!set.unnamed.is_empty()).then(|| set.unnamed.clone()),
+        }
+    }
+
+    async fn fetch(&self) -> Result<KeySet, String> {
+        let jwks_uri = match self.jwks_uri.get() {
+            Some(uri) => uri.clone(),
+            None => {
+                let uri = self.discover().await?;
+                self.jwks_uri.get_or_init(|| uri).clone()
+            }
+        };
+        let fetched = self.http.get_json(&jwks_uri).await?;
+        if !fetched.status.is_success() {
+            return Err(format!(
+                "the authorization server's key set answered HTTP {}",
+                fetched.status
+            ));
+        }
+        let set = parse_key_set(&fetched.body)?;
+        tracing::info!(
+            keys = set.by_kid.len() + set.unnamed.len(),
+            "fetched the authorization server's signing keys"
+        );
+        Ok(set)
+    }
+
+    /// `jwks_uri` from the issuer's metadata, whose `issuer` must be the configured one.
+    async fn discover(&self) -> Result<Url, String> {
+        #[derive(Deserialize)]
+        struct Metadata {
+            issuer: Option<String>,
+            jwks_uri: Option<String>,
+        }
+        let mut problems = Vec::new();
+        for candidate in wellknown::authorization_server_candidates(&self.issuer) {
+            let fetched = match self.http.get_json(&candidate).await {
+                Ok(fetched) if fetched.status.is_success() => fetched,
+                Ok(fetched) => {
+                    problems.push(format!("{}: HTTP {}", candidate.path(), fetched.status));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(e);
+                    continue;
+                }
+            };
+            let metadata: Metadata = serde_json::from_slice(&fetched.body)
+                .map_err(|e| format!("the authorization server metadata is not JSON ({e})"))?;
+            let issuer = metadata.issuer.unwrap_or_default();
+            if issuer != self.issuer.as_str()
+                && issuer != self.issuer.as_str().trim_end_matches('/')
+            {
+                return Err(format!(
+                    "the authorization server metadata names issuer {issuer:?}, not {:?} (--oauth-issuer)",
+                    self.issuer.as_str()
+                ));
+            }
+            let uri = metadata
+                .jwks_uri
+                .ok_or("the authorization server metadata has no jwks_uri")?;
+            return wellknown::checked(&uri, "jwks_uri");
+        }
+        Err(format!(
+            "no authorization server metadata for --oauth-issuer {} ({})",
+            self.issuer,
+            problems.join("; ")
+        ))
+    }
+}
+
+/// The usable signing keys of a JWKS document; keys that cannot be used are skipped.
+fn parse_key_set(body: &[u8]) -> Result<KeySet, String> {
+    #[derive(Deserialize)]
+    struct Document {
+        keys: Vec<serde_json::Value>,
+    }
+    let document: Document = serde_json::from_slice(body)
+        .map_err(|e| format!("the authorization server's key set is not a JWKS ({e})"))?;
+    let mut set = KeySet::default();
+    for value in document.keys {
+        let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
+            continue;
+        };
+        let Some(key) = usable(&jwk) else {
+            continue;
+        };
+        let key = Arc::new(key);
+        match jwk.common.key_id {
+            Some(kid) => {
+                set.by_kid.insert(kid, key);
+            }
+            None => set.unnamed.push(key),
+        }
+    }
+    Ok(set)
+}
+
+/// A signing key with the algorithms its type allows (narrowed to its `alg` if it names
+/// one); `None` for symmetric keys, encryption keys and unsupported types.
+fn usable(jwk: &Jwk) -> Option<Key> {
+    if matches!(
+        jwk.common.public_key_use,
+        Some(PublicKeyUse::Encryption | PublicKeyUse::Other(_))
+    ) {
+        return None;
+    }
+    let by_type: Vec<Algorithm> = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => vec![
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ],
+        AlgorithmParameters::EllipticCurve(params) => match params.curve {
+            EllipticCurve::P256 => vec![Algorithm::ES256],
+            EllipticCurve::P384 => vec![Algorithm::ES384],
+            _ => return None,
+        },
+        AlgorithmParameters::OctetKeyPair(params) if params.curve == EllipticCurve::Ed25519 => {
+            vec![Algorithm::EdDSA]
+        }
+        // A symmetric key in a public key set is never a verification key here: accepting
+        // it would let anyone who read the set sign tokens.
+        _ => return None,
+    };
+    let algorithms = match jwk.common.key_algorithm {
+        Some(named) => {
+            let named = Algorithm::try_from(named).ok()?;
+            by_type.into_iter().filter(|a| *a == named).collect()
+        }
+        None => by_type,
+    };
+    if algorithms.is_empty() {
+        return None;
+    }
+    let decoding = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Key {
+        decoding,
+        algorithms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_asymmetric_signing_keys_are_kept() {
+        let body = serde_json::json!({"keys": [
+            {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
+            {"kty": "EC", "kid": "ec", "crv": "P-256", "use": "enc",
+             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty": "EC", "kid": "sig", "crv": "P-256",
+             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty": "EC", "kid": "mislabelled", "crv": "P-256", "alg": "HS256",
+             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+            {"kty": "nonsense"}
+        ]});
+        let set = parse_key_set(body.to_string().as_bytes()).unwrap();
+        let kids: Vec<&String> = set.by_kid.keys().collect();
+        assert_eq!(kids, ["sig"]);
+        assert_eq!(set.by_kid["sig"].algorithms, [Algorithm::ES256]);
+        assert!(set.unnamed.is_empty());
+    }
+}

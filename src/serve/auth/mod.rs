@@ -1,0 +1,123 @@
+//! Who is calling: each request's bearer checked by the configured mode, and the principal
+//! it names. Open (no check), a static `--auth-token` (one principal for everyone), or a
+//! resource server for an external authorization server (`--oauth-issuer`): JWT access
+//! tokens verified against its JWKS, the principal their `sub`. Every decision is one log
+//! line and one counter; no token is ever logged.
+
+mod jwks;
+mod jwt;
+
+use std::time::Duration;
+
+use url::Url;
+
+use crate::secret::Secret;
+pub use jwt::Outcome;
+
+/// `--oauth-issuer` and what goes with it.
+#[derive(Debug, Clone)]
+pub struct ResourceServerConfig {
+    /// The authorization server's issuer identifier, exactly as its metadata publishes it.
+    pub issuer: Url,
+    /// What a token's `aud` must contain: this resource.
+    pub audience: String,
+    /// Scopes every token must carry.
+    pub scopes: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// The shortest time between two JWKS fetches (an unknown `kid` refetches at most this
+    /// often).
+    pub refetch_interval: Duration,
+    pub http: crate::http::client::ClientOptions,
+}
+
+/// How requests are checked.
+pub enum Auth {
+    Open,
+    Static(Secret),
+    ResourceServer(Box<jwt::Verifier>),
+}
+
+/// Who a request comes from.
+#[derive(Debug)]
+pub struct Caller {
+    /// Whom sessions and pooled children belong to.
+    pub principal: String,
+    /// The OAuth client, when the token names one (for the log).
+    pub client_id: Option<String>,
+}
+
+/// Why a request was refused.
+#[derive(Debug)]
+pub enum Refused {
+    /// No bearer token at all.
+    Missing,
+    /// A token that is not accepted; the outcome says why (for the log and the metric).
+    Invalid(Outcome),
+    /// A valid token without these scopes (403 `insufficient_scope`).
+    InsufficientScope(Vec<String>),
+}
+
+impl Auth {
+    pub fn new(token: Option<Secret>, resource_server: Option<ResourceServerConfig>) -> Self {
+        match (token, resource_server) {
+            (_, Some(config)) => Auth::ResourceServer(Box::new(jwt::Verifier::new(config))),
+            (Some(token), None) => Auth::Static(token),
+            (None, None) => Auth::Open,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        matches!(self, Auth::Open)
+    }
+
+    /// The issuer to name in protected resource metadata, when there is one.
+    pub fn issuer(&self) -> Option<&str> {
+        match self {
+            Auth::ResourceServer(verifier) => Some(verifier.issuer()),
+            _ => None,
+        }
+    }
+
+    /// The scopes to advertise and require.
+    pub fn scopes(&self) -> &[String] {
+        match self {
+            Auth::ResourceServer(verifier) => verifier.scopes(),
+            _ => &[],
+        }
+    }
+
+    /// The caller the request's `Authorization` value names (`None` when open).
+    pub async fn authorize(&self, authorization: Option<&str>) -> Result<Option<Caller>, Refused> {
+        let presented = authorization.and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+        match self {
+            Auth::Open => Ok(None),
+            Auth::Static(expected) => match presented {
+                Some(token) if crate::secret::matches(token, expected) => Ok(Some(Caller {
+                    principal: "bearer".into(),
+                    client_id: None,
+                })),
+                Some(_) => Err(Refused::Invalid(Outcome::Unknown)),
+                None => Err(Refused::Missing),
+            },
+            Auth::ResourceServer(verifier) => {
+                let token = presented.ok_or(Refused::Missing)?;
+                verifier.verify(token).await.map(Some)
+            }
+        }
+    }
+}
+
+impl Refused {
+    /// The label of `/metrics`' `mcp_stdio_auth_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Refused::Missing => "missing",
+            Refused::Invalid(outcome) => outcome.label(),
+            Refused::InsufficientScope(_) => "insufficient_scope",
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A fake authorization server on 127.0.0.1:0 for resource-server tests: RFC 8414 metadata
+//! naming a JWKS, the JWKS itself (its keys can be rotated), a count of JWKS fetches, and
+//! tokens minted with ES256 the way an identity provider would (or deliberately wrong).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use axum::routing::get;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use serde_json::{Value, json};
+
+/// An EC P-256 signing key with its id.
+pub struct SigningKey {
+    pub kid: String,
+    encoding: EncodingKey,
+    public: Value,
+}
+
+impl SigningKey {
+    pub fn generate(kid: &str) -> Self {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+        // The uncompressed point: 0x04 || X || Y.
+        let point = pair.public_key().as_ref();
+        let public = json!({
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid,
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+            "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+        });
+        Self {
+            kid: kid.to_owned(),
+            encoding: EncodingKey::from_ec_der(pkcs8.as_ref()),
+            public,
+        }
+    }
+
+    /// The public JWK, as the key set publishes it.
+    pub fn jwk(&self) -> Value {
+        self.public.clone()
+    }
+
+    /// A token with these claims, signed with this key under `kid` (its own by default).
+    pub fn sign(&self, claims: &Value, kid: Option<&str>) -> String {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(kid.unwrap_or(&self.kid).to_owned());
+        encode(&header, claims, &self.encoding).unwrap()
+    }
+}
+
+pub struct Issuer {
+    pub url: String,
+    keys: Arc<Mutex<Vec<Value>>>,
+    jwks_fetches: Arc<AtomicUsize>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Issuer {
+    /// Publishes `keys` (their public halves).
+    pub async fn start(keys: &[&SigningKey]) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let published = Arc::new(Mutex::new(keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let metadata = json!({
+            "issuer": url,
+            "jwks_uri": format!("{url}/jwks"),
+            "authorization_endpoint": format!("{url}/authorize"),
+            "token_endpoint": format!("{url}/token"),
+            "code_challenge_methods_supported": ["S256"],
+        });
+        let (keys_for_route, fetches_for_route) = (published.clone(), fetches.clone());
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/oauth-authorization-server",
+                get(move || async move { axum::Json(metadata) }),
+            )
+            .route(
+                "/jwks",
+                get(move || async move {
+                    fetches_for_route.fetch_add(1, Ordering::SeqCst);
+                    let keys = keys_for_route.lock().unwrap().clone();
+                    axum::Json(json!({ "keys": keys }))
+                }),
+            );
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            url,
+            keys: published,
+            jwks_fetches: fetches,
+            _server: server,
+        }
+    }
+
+    /// Replaces the published keys (a key rotation).
+    pub fn publish(&self, keys: &[&SigningKey]) {
+        *self.keys.lock().unwrap() = keys.iter().map(|k| k.jwk()).collect();
+    }
+
+    pub fn jwks_fetches(&self) -> usize {
+        self.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// The claims of a good access token for `sub` at `audience`, valid for an hour.
+    pub fn claims(&self, sub: &str, audience: &str, scope: &str) -> Value {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        json!({"iss": self.url, "sub": sub, "aud": audience, "scope": scope,
+               "client_id": "test-client", "iat": now, "exp": now + 3600})
+    }
+}

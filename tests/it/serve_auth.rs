@@ -1,0 +1,362 @@
+//! `serve --oauth-issuer`: resource-server mode against a fake authorization server that
+//! publishes real ES256 keys. Good tokens pass and name their principal; sessions and
+//! pooled children stay with it; the attack corpus is refused with 401 and changes
+//! nothing; a key rotation is picked up with one refetch; no token reaches the log.
+
+use serde_json::{Value, json};
+
+use crate::common::issuer::{Issuer, SigningKey};
+use crate::common::serve::*;
+
+const AUDIENCE: &str = "http://127.0.0.1/mcp";
+const SCOPE: &str = "mcp:tools";
+
+async fn start(issuer: &Issuer, extra: &[&str]) -> Serve {
+    let mut flags = vec![
+        "--oauth-issuer",
+        issuer.url.as_str(),
+        "--oauth-audience",
+        AUDIENCE,
+        "--oauth-scope",
+        SCOPE,
+        "--log-level",
+        "debug",
+    ];
+    flags.extend_from_slice(extra);
+    Serve::start(&flags).await
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn initialize_body() -> String {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})
+    .to_string()
+}
+
+async fn initialize_as(serve: &Serve, token: &str) -> Answer {
+    let auth = bearer(token);
+    serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth)],
+            &initialize_body(),
+        )
+        .await
+}
+
+async fn whoami_modern(serve: &Serve, token: &str, id: u64) -> String {
+    let auth = bearer(token);
+    let answer = serve
+        .modern_with(
+            json!(id),
+            "tools/call",
+            json!({"name": "whoami", "arguments": {}}),
+            Some("whoami"),
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn challenge(answer: &Answer) -> String {
+    answer.headers["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn good_tokens_name_their_principal_and_users_stay_apart() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(&issuer, &[]).await;
+
+    // No token: 401 naming the metadata and the scope to ask for.
+    let anonymous = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let header = challenge(&anonymous);
+    assert!(
+        header.contains("resource_metadata=\"http://127.0.0.1:"),
+        "{header}"
+    );
+    assert!(header.contains(r#"scope="mcp:tools""#), "{header}");
+    let metadata = serve
+        .send("GET", "/.well-known/oauth-protected-resource/mcp", &[], "")
+        .await;
+    assert_eq!(
+        metadata.json()["authorization_servers"],
+        json!([issuer.url])
+    );
+    assert_eq!(metadata.json()["scopes_supported"], json!([SCOPE]));
+
+    let alice = key.sign(&issuer.claims("alice", AUDIENCE, SCOPE), None);
+    let bob = key.sign(&issuer.claims("bob", AUDIENCE, "openid mcp:tools"), None);
+
+    // A legacy session belongs to who created it: bob's token on it finds nothing.
+    let created = initialize_as(&serve, &alice).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let session = created.session();
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mine"}}}).to_string();
+    let (as_alice, as_bob) = (bearer(&alice), bearer(&bob));
+    let own = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &as_alice), ("mcp-session-id", &session)],
+            &call,
+        )
+        .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    let stolen = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &as_bob), ("mcp-session-id", &session)],
+            &call,
+        )
+        .await;
+    assert_eq!(stolen.status, 404, "{}", stolen.body);
+
+    // 2026-07-28 clients: one pooled child per principal.
+    let alice_pid = whoami_modern(&serve, &alice, 2).await;
+    assert_eq!(whoami_modern(&serve, &alice, 3).await, alice_pid);
+    let bob_pid = whoami_modern(&serve, &bob, 4).await;
+    assert_ne!(alice_pid, bob_pid, "two users, two children");
+
+    serve.wait_stderr("principal=alice").await;
+    assert!(!serve.stderr().contains(&alice), "a token reached the log");
+    assert!(!serve.stderr().contains(&bob), "a token reached the log");
+}
+
+#[tokio::test]
+async fn the_attack_corpus_is_refused_and_changes_nothing() {
+    let key = SigningKey::generate("k1");
+    let stranger = SigningKey::generate("k1"); // same kid, another key
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(&issuer, &[]).await;
+    let good = issuer.claims("mallory", AUDIENCE, SCOPE);
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut claims = good.clone();
+        change(&mut claims);
+        claims
+    };
+    let now = good["iat"].as_u64().unwrap();
+    let header_only = |header: Value, claims: &Value| {
+        use base64::Engine;
+        let b64 =
+            |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        format!("{}.{}.", b64(&header), b64(claims))
+    };
+    // The key's public coordinates as an HMAC secret: the algorithm-confusion attack.
+    let public_as_secret = key.jwk().to_string();
+    let hmac_confused = jsonwebtoken::encode(
+        &jsonwebtoken::Header {
+            kid: Some("k1".into()),
+            ..jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256)
+        },
+        &good,
+        &jsonwebtoken::EncodingKey::from_secret(public_as_secret.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let corpus: Vec<(&str, String, &str)> = vec![
+        (
+            "expired",
+            key.sign(
+                &with(&|c| {
+                    c["exp"] = json!(now - 3600);
+                    c["iat"] = json!(now - 7200);
+                }),
+                None,
+            ),
+            "expired",
+        ),
+        (
+            "not yet valid",
+            key.sign(&with(&|c| c["nbf"] = json!(now + 3600)), None),
+            "not_yet_valid",
+        ),
+        (
+            "wrong audience",
+            key.sign(
+                &with(&|c| c["aud"] = json!("https://elsewhere.example/mcp")),
+                None,
+            ),
+            "wrong_audience",
+        ),
+        (
+            "wrong issuer",
+            key.sign(&with(&|c| c["iss"] = json!("https://evil.example")), None),
+            "wrong_issuer",
+        ),
+        (
+            "no subject",
+            key.sign(
+                &with(&|c| {
+                    c.as_object_mut().unwrap().remove("sub");
+                }),
+                None,
+            ),
+            "bad_claims",
+        ),
+        (
+            "alg none",
+            header_only(json!({"alg": "none", "kid": "k1"}), &good),
+            "malformed",
+        ),
+        ("HMAC with the public key", hmac_confused, "wrong_algorithm"),
+        (
+            "another key, same kid",
+            stranger.sign(&good, None),
+            "bad_signature",
+        ),
+        (
+            "unknown kid",
+            key.sign(&good, Some("nobody")),
+            "unknown_key",
+        ),
+        ("not a JWT", "opaque-token-value-12345".into(), "malformed"),
+    ];
+    for (what, token, outcome) in &corpus {
+        let answer = initialize_as(&serve, token).await;
+        assert_eq!(answer.status, 401, "{what}: {}", answer.body);
+        let header = challenge(&answer);
+        assert!(
+            header.contains(r#"error="invalid_token""#),
+            "{what}: {header}"
+        );
+        assert!(
+            header.contains(&format!(r#"error_description="{outcome}""#)),
+            "{what}: {header}"
+        );
+        assert!(answer.headers.get("mcp-session-id").is_none(), "{what}");
+    }
+    // A good token without the required scope: 403 with the scope to ask for.
+    let narrow = key.sign(&issuer.claims("mallory", AUDIENCE, "openid"), None);
+    let answer = initialize_as(&serve, &narrow).await;
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    assert!(challenge(&answer).contains(r#"error="insufficient_scope", scope="mcp:tools""#));
+
+    // The channel is alive, and nothing was created by the refused requests.
+    let good_token = key.sign(&good, None);
+    let auth = bearer(&good_token);
+    let metrics = serve
+        .send("GET", "/metrics", &[("authorization", &auth)], "")
+        .await;
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics.body.contains("mcp_stdio_sessions_created_total 0"),
+        "{}",
+        metrics.body
+    );
+    for outcome in [
+        "expired",
+        "wrong_audience",
+        "wrong_issuer",
+        "wrong_algorithm",
+        "bad_signature",
+        "unknown_key",
+        "malformed",
+        "insufficient_scope",
+    ] {
+        assert!(
+            metrics
+                .body
+                .contains(&format!("mcp_stdio_auth_total{{outcome=\"{outcome}\"}}")),
+            "{outcome}: {}",
+            metrics.body
+        );
+    }
+    let log = serve.stderr();
+    for (what, token, _) in &corpus {
+        assert!(
+            !log.contains(token.as_str()),
+            "{what}: the token reached the log"
+        );
+    }
+    assert!(!log.contains(&good_token));
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_fetched_once_and_unknown_kids_do_not_flood_the_issuer() {
+    let old = SigningKey::generate("old");
+    let new = SigningKey::generate("new");
+    let issuer = Issuer::start(&[&old]).await;
+    let serve = start(&issuer, &["--oauth-jwks-refetch", "1"]).await;
+    let claims = issuer.claims("carol", AUDIENCE, SCOPE);
+    assert_eq!(
+        initialize_as(&serve, &old.sign(&claims, None)).await.status,
+        200
+    );
+    assert_eq!(issuer.jwks_fetches(), 1);
+
+    // Made-up key ids within the refetch interval: at most one more fetch.
+    for n in 0..20 {
+        let answer = initialize_as(&serve, &old.sign(&claims, Some(&format!("made-up-{n}")))).await;
+        assert_eq!(answer.status, 401);
+    }
+    assert!(
+        issuer.jwks_fetches() <= 2,
+        "{} fetches",
+        issuer.jwks_fetches()
+    );
+
+    // The provider rotates: once the interval has passed, the new key is fetched and used.
+    issuer.publish(&[&new]);
+    let rotated = new.sign(&claims, None);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let answer = initialize_as(&serve, &rotated).await;
+        if answer.status == 200 {
+            break;
+        }
+        assert_eq!(answer.status, 401, "{}", answer.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated key was never picked up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    serve
+        .wait_stderr("fetched the authorization server's signing keys")
+        .await;
+}
+
+#[test]
+fn a_mix_of_modes_or_a_missing_audience_is_refused_at_startup() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--auth-token",
+                "abc",
+                "--oauth-issuer",
+                "http://127.0.0.1:9",
+                "--oauth-audience",
+                "x",
+            ],
+            "not both",
+        ),
+        (
+            &["--oauth-issuer", "http://127.0.0.1:9"],
+            "--oauth-audience AUDIENCE, or --public-url",
+        ),
+        (&["--oauth-scope", "mcp"], "need --oauth-issuer"),
+    ];
+    for (flags, says) in cases {
+        let mut args = vec!["serve", "--port", "0"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "true"]);
+        let (code, stdout, stderr) = crate::common::run_to_end(&args);
+        assert_eq!(code, 2, "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("abc"), "the token was echoed: {stderr}");
+        assert!(stdout.is_empty());
+    }
+}
