@@ -52,6 +52,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_sessions: u64,
 
+    /// Most sessions one authenticated principal may hold at once (its pooled child
+    /// included), so one user cannot take every --max-sessions slot.
+    #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_sessions_per_principal: u64,
+
     /// Seconds a session may stay idle before it and its child end (0: never).
     #[arg(long, value_name = "SECONDS", default_value = "1800", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     session_idle_ttl: Duration,
@@ -259,6 +264,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             trusted_proxies,
         },
         max_sessions: args.max_sessions as usize,
+        max_sessions_per_principal: args.max_sessions_per_principal as usize,
         session_idle_ttl: ttl,
         max_message_size: args.max_message_size as usize,
         max_requests_per_session: args.max_requests_per_session as usize,

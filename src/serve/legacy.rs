@@ -64,6 +64,16 @@ pub async fn post(
                     ),
                 );
             }
+            Err(Refused::PrincipalFull(max)) => {
+                return json_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    raw_id,
+                    INTERNAL_ERROR,
+                    &format!(
+                        "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one (DELETE) or let one idle out"
+                    ),
+                );
+            }
             Err(Refused::Spawn(why)) => {
                 tracing::error!("{why}");
                 return json_error(

@@ -48,6 +48,8 @@ pub struct ServeConfig {
     pub public_url: Option<url::Url>,
     pub guards: Guards,
     pub max_sessions: usize,
+    /// `--max-sessions-per-principal`: sessions one authenticated principal may hold.
+    pub max_sessions_per_principal: usize,
     /// `None`: sessions never expire for idleness.
     pub session_idle_ttl: Option<Duration>,
     pub max_message_size: usize,
@@ -159,7 +161,14 @@ pub async fn run(config: ServeConfig) -> i32 {
     let auth = auth::Auth::new(config.auth_token.clone(), config.resource_server.clone());
     let gateway = Arc::new(Gateway {
         auth,
-        sessions: Sessions::new(config.max_sessions),
+        // Users exist only in resource-server mode (one shared secret is one principal).
+        sessions: Sessions::new(
+            config.max_sessions,
+            config
+                .resource_server
+                .is_some()
+                .then_some(config.max_sessions_per_principal),
+        ),
         pool: pool::Pool::default(),
         config,
         metrics: metrics::Metrics::default(),

@@ -15,12 +15,16 @@ use super::session::Session;
 pub struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     max: usize,
+    /// Per-user bound; `None` when there are no users (open, or one shared secret).
+    per_principal: Option<usize>,
 }
 
 /// Why a session could not be made.
 pub enum Refused {
     /// `--max-sessions` are open.
     Full(usize),
+    /// The principal already holds `--max-sessions-per-principal`.
+    PrincipalFull(usize),
     /// The command could not be started.
     Spawn(String),
 }
@@ -33,10 +37,11 @@ pub enum Missing {
 }
 
 impl Sessions {
-    pub fn new(max: usize) -> Self {
+    pub fn new(max: usize, per_principal: Option<usize>) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
             max,
+            per_principal,
         }
     }
 
@@ -73,6 +78,15 @@ impl Sessions {
         let mut map = self.map.lock().expect("sessions lock");
         if map.len() >= self.max {
             return Err(Refused::Full(self.max));
+        }
+        if let (Some(limit), Some(owner)) = (self.per_principal, principal.as_deref())
+            && map
+                .values()
+                .filter(|s| s.principal.as_deref() == Some(owner) && !s.ended.is_cancelled())
+                .count()
+                >= limit
+        {
+            return Err(Refused::PrincipalFull(limit));
         }
         let id = new_session_id();
         let (output_tx, mut output_rx) = mpsc::channel(256);

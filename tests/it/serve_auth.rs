@@ -360,3 +360,40 @@ fn a_mix_of_modes_or_a_missing_audience_is_refused_at_startup() {
         assert!(stdout.is_empty());
     }
 }
+
+#[tokio::test]
+async fn one_user_cannot_take_every_session() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(
+        &issuer,
+        &["--max-sessions-per-principal", "2", "--max-sessions", "10"],
+    )
+    .await;
+    let dave = key.sign(&issuer.claims("dave", AUDIENCE, SCOPE), None);
+    let erin = key.sign(&issuer.claims("erin", AUDIENCE, SCOPE), None);
+    for _ in 0..2 {
+        assert_eq!(initialize_as(&serve, &dave).await.status, 200);
+    }
+    let third = initialize_as(&serve, &dave).await;
+    assert_eq!(third.status, 429, "{}", third.body);
+    assert!(
+        third.body.contains("--max-sessions-per-principal (2)"),
+        "{}",
+        third.body
+    );
+    // Another user is unaffected.
+    assert_eq!(initialize_as(&serve, &erin).await.status, 200);
+    // And dave's pooled 2026-07-28 child counts too: he is at his bound.
+    let auth = bearer(&dave);
+    let modern = serve
+        .modern_with(
+            json!(9),
+            "tools/list",
+            json!({}),
+            None,
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!(modern.status, 429, "{}", modern.body);
+}

@@ -74,6 +74,16 @@ pub async fn post(
                 ),
             );
         }
+        Err(Unavailable::Refused(Refused::PrincipalFull(max))) => {
+            return json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                &raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one of your sessions and retry"
+                ),
+            );
+        }
         Err(Unavailable::Refused(Refused::Spawn(why)) | Unavailable::Handshake(why)) => {
             tracing::error!("{why}");
             return json_error(
