@@ -1,0 +1,121 @@
+"""`serve --oauth-issuer` in front of a real identity provider nobody here wrote: the npm
+package oidc-provider (OpenID Certified) issuing JWT access tokens with an audience through
+the client credentials grant (peers/oidc_issuer.mjs). Two callers are two principals with
+two children; one's session id is useless with the other's token; a token for another
+audience, a tampered signature and an `alg: none` copy are refused with 401 and the reason;
+the Python SDK client (mcp 2.3.0) is the caller."""
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from helpers.paths import NODE_BIN, PEER_SCRIPTS, PEERS
+from helpers.processes import node_env, start_serve, stop_serve
+
+pytestmark = pytest.mark.anyio
+
+AUDIENCE = "http://127.0.0.1/team-mcp"
+ELSEWHERE = "http://elsewhere.example/mcp"
+
+
+@pytest.fixture
+def identity():
+    # Run from the peers folder, so `import "oidc-provider"` resolves to its node_modules.
+    script = PEERS / "oidc_issuer.mjs"
+    shutil.copy(PEER_SCRIPTS / "oidc_issuer.mjs", script)
+    provider = subprocess.Popen(
+        [str(NODE_BIN / "node"), str(script), AUDIENCE], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
+    serve, url = start_serve(
+        [sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
+        flags=("--oauth-issuer", issuer, "--oauth-audience", AUDIENCE, "--oauth-scope", "mcp:tools"),
+    )
+    try:
+        yield issuer, url, serve
+    finally:
+        stop_serve(serve)
+        provider.terminate()
+        provider.wait(timeout=10)
+
+
+def token_for(issuer: str, client: str, resource: str = AUDIENCE) -> str:
+    secret = f"{client}-secret-{'x' * 32}"
+    request = urllib.request.Request(
+        f"{issuer}/token",
+        data=urllib.parse.urlencode({"grant_type": "client_credentials", "scope": "mcp:tools", "resource": resource}).encode(),
+        headers={"Authorization": "Basic " + base64.b64encode(f"{client}:{secret}".encode()).decode()},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer = json.load(response)
+    token = answer["access_token"]
+    assert token.count(".") == 2, "the provider issued a JWT"
+    return token
+
+
+async def whoami(url: str, token: str) -> str:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http), mode="2026-07-28", cache=None) as client:
+        result = await client.call_tool("whoami", {})
+        assert not result.is_error, result
+        return result.content[0].text
+
+
+def initialize(url: str, token: str, session: str | None = None) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    if session:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    return httpx2.post(url, json=body, headers=headers, timeout=30)
+
+
+async def test_two_users_two_children_and_sessions_stay_with_their_owner(identity):
+    issuer, url, serve = identity
+    alice, bob = token_for(issuer, "alice"), token_for(issuer, "bob")
+    alice_pid = await whoami(url, alice)
+    assert await whoami(url, alice) == alice_pid, "one pooled child per principal"
+    bob_pid = await whoami(url, bob)
+    assert bob_pid != alice_pid, "two principals, two children"
+
+    created = initialize(url, alice)
+    assert created.status_code == 200, created.text
+    session = created.headers["mcp-session-id"]
+    assert initialize(url, alice, session).status_code == 200
+    stolen = initialize(url, bob, session)
+    assert stolen.status_code == 404, stolen.text
+
+
+def test_bad_tokens_from_the_same_provider_are_refused(identity):
+    issuer, url, serve = identity
+    good = token_for(issuer, "alice")
+    header, payload, signature = good.split(".")
+    flipped = signature[:-2] + ("A" if signature[-2] != "A" else "B") + signature[-1]
+    none_header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "typ": "at+jwt"}).encode()).rstrip(b"=").decode()
+    cases = {
+        "wrong_audience": token_for(issuer, "alice", ELSEWHERE),
+        "bad_signature": f"{header}.{payload}.{flipped}",
+        "malformed": f"{none_header}.{payload}.",
+    }
+    for outcome, token in cases.items():
+        answer = initialize(url, token)
+        assert answer.status_code == 401, (outcome, answer.text)
+        challenge = answer.headers["www-authenticate"]
+        assert 'error="invalid_token"' in challenge and f'error_description="{outcome}"' in challenge, (outcome, challenge)
+    # The channel is alive: the good token still works.
+    assert initialize(url, good).status_code == 200
+    metadata = httpx2.get(url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=10).json()
+    assert metadata["authorization_servers"] == [issuer]
+    assert metadata["scopes_supported"] == ["mcp:tools"]
