@@ -2,7 +2,11 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours]
+Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours] [--jwt]
+
+With --jwt only this serve runs, twice: open, and in resource-server mode
+(`--oauth-issuer`) against oidc-provider (tests_integration/peers/oidc_issuer.mjs), every
+request carrying the same valid JWT access token (the keys cached after the first).
 
 Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
 `--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
@@ -37,7 +41,7 @@ counter = 0
 request = function()
   counter = counter + 1
   local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}'
-  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["Mcp-Session-Id"] = os.getenv("SESSION")}, body)
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["Mcp-Session-Id"] = os.getenv("SESSION"), ["Authorization"] = os.getenv("AUTH")}, body)
 end
 """
 
@@ -46,16 +50,19 @@ counter = 0
 request = function()
   counter = counter + 1
   local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
-  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["MCP-Protocol-Version"] = "2026-07-28", ["Mcp-Method"] = "tools/call", ["Mcp-Name"] = "echo"}, body)
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["MCP-Protocol-Version"] = "2026-07-28", ["Mcp-Method"] = "tools/call", ["Mcp-Name"] = "echo", ["Authorization"] = os.getenv("AUTH")}, body)
 end
 """
 MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
 MODERN_HEADERS = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+# Sent on every request when set (--jwt): {"authorization": "Bearer …"}.
+AUTH: dict[str, str] = {}
+JWT_AUDIENCE = "http://127.0.0.1/bench-mcp"
 
 
 def check_modern(url: str) -> None:
     """One 2026-07-28 call must come back as its result: wrk counts only HTTP statuses."""
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **MODERN_HEADERS}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **MODERN_HEADERS, **AUTH}
     request = urllib.request.Request(url, data=json.dumps(MODERN_CALL).encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         body = response.read().decode()
@@ -79,7 +86,7 @@ def free_port() -> int:
 
 
 def post(url: str, message: dict, session: str | None = None) -> tuple[str | None, bytes]:
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **AUTH}
     if session:
         headers["mcp-session-id"] = session
     request = urllib.request.Request(url, data=json.dumps(message).encode(), headers=headers, method="POST")
@@ -109,7 +116,7 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
 def wrk(url: str, session: str, connections: int, seconds: int, script: str) -> dict:
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, url],
-        env={**os.environ, "SESSION": session},
+        env={**os.environ, "SESSION": session, **({"AUTH": AUTH["authorization"]} if AUTH else {})},
         capture_output=True,
         text=True,
         check=True,
@@ -195,12 +202,33 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str, 
         subprocess.run(["pkill", "-f", "examples/stdio_fixture"], check=False)
 
 
+def start_issuer() -> tuple[subprocess.Popen, str, str]:
+    """oidc-provider issuing JWT access tokens for JWT_AUDIENCE; returns it, its issuer and
+    a token (client credentials, as alice)."""
+    import base64
+    import shutil
+    import urllib.parse
+
+    script = PEERS / "oidc_issuer.mjs"
+    shutil.copy(ROOT / "tests_integration" / "peers" / "oidc_issuer.mjs", script)
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    provider = subprocess.Popen([str(NODE), str(script), JWT_AUDIENCE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
+    basic = base64.b64encode(f"alice:alice-secret-{'x' * 32}".encode()).decode()
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "scope": "mcp:tools", "resource": JWT_AUDIENCE}).encode()
+    request = urllib.request.Request(f"{issuer}/token", data=form, headers={"Authorization": f"Basic {basic}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        token = json.load(response)["access_token"]
+    return provider, issuer, token
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
     parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
     parser.add_argument("--only-ours", action="store_true", help="skip the other gateways (with --baseline: before/after only)")
+    parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
     args = parser.parse_args()
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
@@ -210,6 +238,9 @@ def main() -> None:
         modern_script = f.name
     direct = stdio_p50_ms()
     results = []
+    if args.jwt:
+        bench_jwt(args, modern_script if args.modern else script)
+        return
     for name, command, url in peers(free_port(), args.baseline, args.only_ours):
         # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
         modern = args.modern and ("mcp-stdio" in name)
@@ -239,6 +270,35 @@ def main() -> None:
         print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.3)")
         print(f"calls/s vs the best peer ({best['name']}): {ours['many']['rps'] / best['many']['rps']:.2f}x (target >= 1.5)")
         print(f"RSS idle {ours['idle_mib']:.1f} MiB (target <= 15); per idle session {ours['per_session_kib']:.0f} KiB (target <= 100)")
+
+
+def bench_jwt(args, script: str) -> None:
+    provider, issuer, token = start_issuer()
+    try:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        binary = str(ROOT / "target" / "release" / "mcp-stdio")
+        runs = {"open": [], "jwt": []}
+        for round_number in range(3):
+            order = ["open", "jwt"] if round_number % 2 == 0 else ["jwt", "open"]
+            for mode in order:
+                flags = ["--oauth-issuer", issuer, "--oauth-audience", JWT_AUDIENCE, "--oauth-scope", "mcp:tools", "--max-sessions-per-principal", "100"] if mode == "jwt" else []
+                command = [binary, "serve", "--port", str(port), "--log-level", "off", *flags, "--", *BACKEND]
+                AUTH.clear()
+                if mode == "jwt":
+                    AUTH["authorization"] = f"Bearer {token}"
+                runs[mode].append(measure(f"serve ({mode})", command, url, args.seconds, script, args.modern))
+        AUTH.clear()
+    finally:
+        provider.terminate()
+    med = lambda mode, phase, key: statistics.median(r[phase][key] for r in runs[mode])
+    print(f"serve open vs resource-server mode (oidc-provider JWT on every request), {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase\n")
+    print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) |")
+    print("|---|---|---|---|")
+    for mode in runs:
+        print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} |")
+    print(f"\ncalls/s with a token / without: {med('jwt', 'many', 'rps') / med('open', 'many', 'rps'):.2f} (target >= 0.9)")
+    print(f"p50 added by the token check: {(med('jwt', 'one', 'p50_ms') - med('open', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
 
 
 if __name__ == "__main__":

@@ -125,6 +125,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = positive_seconds, allow_hyphen_values = true)]
     oauth_jwks_refetch: Duration,
 
+    /// Accepted tokens remembered (by their SHA-256, until they expire and at most 60 s) so
+    /// that a client's next request skips the signature check; 0: check every request.
+    #[arg(long, value_name = "N", default_value = "4096", value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    oauth_token_cache: u64,
+
     /// This endpoint's URL as clients reach it, e.g. https://mcp.example.com/mcp (the
     /// resource in its metadata, and the default token audience).
     #[arg(long, value_name = "URL")]
@@ -324,6 +329,7 @@ fn resource_server(
         scopes: args.oauth_scopes.clone(),
         leeway: args.oauth_leeway,
         refetch_interval: args.oauth_jwks_refetch,
+        token_cache: args.oauth_token_cache as usize,
         http: crate::http::client::ClientOptions {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Some(Duration::from_secs(30)),

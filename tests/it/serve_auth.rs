@@ -397,3 +397,29 @@ async fn one_user_cannot_take_every_session() {
         .await;
     assert_eq!(modern.status, 429, "{}", modern.body);
 }
+
+#[tokio::test]
+async fn a_remembered_token_is_refused_once_it_expires() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(&issuer, &["--oauth-leeway", "0"]).await;
+    let mut claims = issuer.claims("frank", AUDIENCE, SCOPE);
+    claims["exp"] = json!(claims["iat"].as_u64().unwrap() + 2);
+    let token = key.sign(&claims, None);
+    // Accepted (and so remembered), twice.
+    assert_eq!(initialize_as(&serve, &token).await.status, 200);
+    assert_eq!(initialize_as(&serve, &token).await.status, 200);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let answer = initialize_as(&serve, &token).await;
+        if answer.status == 401 {
+            assert!(challenge(&answer).contains(r#"error_description="expired""#));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "an expired token stayed accepted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -3,7 +3,9 @@
 //! `aud` = this resource, `exp` and `nbf` with `--oauth-leeway`, a subject, and the scopes
 //! `--oauth-scope` requires (`scope`, space-separated, or an `scp` array).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Validation, decode, decode_header};
@@ -55,6 +57,7 @@ impl Outcome {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    exp: u64,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -66,11 +69,19 @@ struct Claims {
     azp: Option<String>,
 }
 
+/// The longest an accepted token is taken on trust without checking it again.
+const CACHE_FOR: Duration = Duration::from_secs(60);
+
 pub struct Verifier {
     issuer: String,
     keys: Keys,
     validation: Validation,
     scopes: Vec<String>,
+    /// Tokens accepted lately, by their SHA-256 (the token itself is not kept): a client
+    /// sends the same token on every request, and a signature check costs tens of
+    /// microseconds. An entry lives until the token expires, at most `CACHE_FOR`.
+    accepted: Mutex<HashMap<[u8; 32], (Caller, Instant)>>,
+    cache_size: usize,
 }
 
 impl Verifier {
@@ -88,6 +99,8 @@ impl Verifier {
             issuer,
             validation,
             scopes: config.scopes,
+            accepted: Mutex::new(HashMap::new()),
+            cache_size: config.token_cache,
         }
     }
 
@@ -99,8 +112,44 @@ impl Verifier {
         &self.scopes
     }
 
-    /// The token's subject, if the token is good for this resource.
+    /// The caller a token names, if the token is good for this resource.
     pub async fn verify(&self, token: &str) -> Result<Caller, Refused> {
+        let digest = self.cache_size.checked_sub(1).map(|_| {
+            let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
+            <[u8; 32]>::try_from(hash.as_ref()).expect("SHA-256 is 32 bytes")
+        });
+        if let Some(digest) = &digest
+            && let Some((caller, until)) = self.accepted.lock().expect("cache lock").get(digest)
+            && Instant::now() < *until
+        {
+            return Ok(caller.clone());
+        }
+        let (caller, exp) = self.check(token).await?;
+        if let Some(digest) = digest {
+            self.remember(digest, &caller, exp);
+        }
+        Ok(caller)
+    }
+
+    fn remember(&self, digest: [u8; 32], caller: &Caller, exp: u64) {
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let lives = Duration::from_secs(exp.saturating_sub(now_unix)).min(CACHE_FOR);
+        let now = Instant::now();
+        let mut accepted = self.accepted.lock().expect("cache lock");
+        if accepted.len() >= self.cache_size {
+            accepted.retain(|_, (_, until)| now < *until);
+        }
+        if accepted.len() >= self.cache_size
+            && let Some(any) = accepted.keys().next().copied()
+        {
+            accepted.remove(&any);
+        }
+        accepted.insert(digest, (caller.clone(), now + lives));
+    }
+
+    async fn check(&self, token: &str) -> Result<(Caller, u64), Refused> {
         let header = decode_header(token).map_err(|_| Refused::Invalid(Outcome::Malformed))?;
         let keys = self
             .keys
@@ -123,7 +172,10 @@ impl Verifier {
             let mut validation = self.validation.clone();
             validation.algorithms = vec![header.alg];
             match decode::<Claims>(token, &key.decoding, &validation) {
-                Ok(data) => return self.authorized(data.claims),
+                Ok(data) => {
+                    let exp = data.claims.exp;
+                    return self.authorized(data.claims).map(|caller| (caller, exp));
+                }
                 Err(e) => outcome = outcome_of(e.kind()),
             }
             if outcome != Outcome::BadSignature {
@@ -165,5 +217,54 @@ fn outcome_of(kind: &ErrorKind) -> Outcome {
         ErrorKind::MissingRequiredClaim(_) | ErrorKind::InvalidClaimFormat(_) => Outcome::BadClaims,
         ErrorKind::Json(_) => Outcome::BadClaims,
         _ => Outcome::Malformed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verifier(cache: usize) -> Verifier {
+        Verifier::new(ResourceServerConfig {
+            issuer: url::Url::parse("http://127.0.0.1:9").unwrap(),
+            audience: "aud".into(),
+            scopes: vec![],
+            leeway: Duration::ZERO,
+            refetch_interval: Duration::from_secs(30),
+            token_cache: cache,
+            http: crate::http::client::ClientOptions {
+                connect_timeout: Duration::from_secs(1),
+                read_timeout: None,
+                extra_roots: vec![],
+            },
+        })
+    }
+
+    #[test]
+    fn the_accepted_token_cache_stays_within_its_bound_and_the_tokens_lifetime() {
+        let verifier = verifier(2);
+        let caller = Caller {
+            principal: "p".into(),
+            client_id: None,
+        };
+        let far = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 3600;
+        for n in 0..5u8 {
+            verifier.remember([n; 32], &caller, far);
+        }
+        assert_eq!(verifier.accepted.lock().unwrap().len(), 2);
+        // A token that expired is remembered for no time at all.
+        verifier.remember([9; 32], &caller, 1);
+        let accepted = verifier.accepted.lock().unwrap();
+        assert!(accepted[&[9; 32]].1 <= Instant::now());
+        // And none for longer than CACHE_FOR.
+        assert!(
+            accepted
+                .values()
+                .all(|(_, until)| *until <= Instant::now() + CACHE_FOR)
+        );
     }
 }

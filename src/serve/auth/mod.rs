@@ -28,6 +28,9 @@ pub struct ResourceServerConfig {
     /// The shortest time between two JWKS fetches (an unknown `kid` refetches at most this
     /// often).
     pub refetch_interval: Duration,
+    /// Accepted tokens remembered (by hash) so that a client's next request with the same
+    /// token skips the signature check; 0: check every time.
+    pub token_cache: usize,
     pub http: crate::http::client::ClientOptions,
 }
 
@@ -39,7 +42,7 @@ pub enum Auth {
 }
 
 /// Who a request comes from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// Whom sessions and pooled children belong to.
     pub principal: String,
