@@ -130,6 +130,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "4096", value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     oauth_token_cache: u64,
 
+    /// Check opaque (non-JWT) tokens at this RFC 7662 introspection endpoint, with the
+    /// client id and secret in MCP_STDIO_INTROSPECTION_CLIENT_ID and _SECRET.
+    #[arg(long, value_name = "URL")]
+    introspection_url: Option<String>,
+
     /// This endpoint's URL as clients reach it, e.g. https://mcp.example.com/mcp (the
     /// resource in its metadata, and the default token audience).
     #[arg(long, value_name = "URL")]
@@ -298,8 +303,11 @@ fn resource_server(
     public_url: Option<&url::Url>,
 ) -> Result<Option<ResourceServerConfig>, String> {
     let Some(raw) = args.oauth_issuer.as_deref() else {
-        if args.oauth_audience.is_some() || !args.oauth_scopes.is_empty() {
-            return Err("--oauth-audience and --oauth-scope need --oauth-issuer (the authorization server whose tokens to accept)".into());
+        if args.oauth_audience.is_some()
+            || !args.oauth_scopes.is_empty()
+            || args.introspection_url.is_some()
+        {
+            return Err("--oauth-audience, --oauth-scope and --introspection-url need --oauth-issuer (the authorization server whose tokens to accept)".into());
         }
         return Ok(None);
     };
@@ -323,7 +331,26 @@ fn resource_server(
             "--oauth-scope '{bad}' is not a scope token (visible ASCII, no quotes or backslashes)"
         ));
     }
+    let introspection = match args.introspection_url.as_deref() {
+        None => None,
+        Some(raw) => {
+            let url = crate::oauth::wellknown::checked(raw, "--introspection-url")?;
+            let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+            let (Some(client_id), Some(client_secret)) = (
+                from_env("MCP_STDIO_INTROSPECTION_CLIENT_ID"),
+                from_env("MCP_STDIO_INTROSPECTION_CLIENT_SECRET"),
+            ) else {
+                return Err("--introspection-url needs this resource's client credentials at the authorization server: set MCP_STDIO_INTROSPECTION_CLIENT_ID and MCP_STDIO_INTROSPECTION_CLIENT_SECRET".into());
+            };
+            Some(crate::serve::auth::IntrospectionConfig {
+                url,
+                client_id,
+                client_secret: Secret::new(client_secret),
+            })
+        }
+    };
     Ok(Some(ResourceServerConfig {
+        introspection,
         issuer,
         audience,
         scopes: args.oauth_scopes.clone(),

@@ -52,10 +52,16 @@ impl SigningKey {
     }
 }
 
+/// The introspection endpoint's client, as the resource server must present it.
+pub const INTROSPECTION_CLIENT: (&str, &str) = ("serve-rs", "introspection-secret-0123456789");
+
 pub struct Issuer {
     pub url: String,
     keys: Arc<Mutex<Vec<Value>>>,
     jwks_fetches: Arc<AtomicUsize>,
+    /// Opaque token → its introspection answer (tokens not here are inactive).
+    opaque: Arc<Mutex<std::collections::HashMap<String, Value>>>,
+    introspections: Arc<AtomicUsize>,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -74,6 +80,9 @@ impl Issuer {
             "code_challenge_methods_supported": ["S256"],
         });
         let (keys_for_route, fetches_for_route) = (published.clone(), fetches.clone());
+        let opaque = Arc::new(Mutex::new(std::collections::HashMap::<String, Value>::new()));
+        let introspections = Arc::new(AtomicUsize::new(0));
+        let (opaque_for_route, introspections_for_route) = (opaque.clone(), introspections.clone());
         let app = axum::Router::new()
             .route(
                 "/.well-known/oauth-authorization-server",
@@ -86,6 +95,39 @@ impl Issuer {
                     let keys = keys_for_route.lock().unwrap().clone();
                     axum::Json(json!({ "keys": keys }))
                 }),
+            )
+            .route(
+                "/introspect",
+                axum::routing::post(
+                    move |headers: axum::http::HeaderMap, body: String| async move {
+                        introspections_for_route.fetch_add(1, Ordering::SeqCst);
+                        let (id, secret) = INTROSPECTION_CLIENT;
+                        let expected = format!(
+                            "Basic {}",
+                            base64::engine::general_purpose::STANDARD
+                                .encode(format!("{id}:{secret}"))
+                        );
+                        if headers.get("authorization").and_then(|v| v.to_str().ok())
+                            != Some(expected.as_str())
+                        {
+                            return (
+                                axum::http::StatusCode::UNAUTHORIZED,
+                                axum::Json(json!({"error": "invalid_client"})),
+                            );
+                        }
+                        let token = url::form_urlencoded::parse(body.as_bytes())
+                            .find(|(k, _)| k == "token")
+                            .map(|(_, v)| v.into_owned())
+                            .unwrap_or_default();
+                        let answer = opaque_for_route
+                            .lock()
+                            .unwrap()
+                            .get(&token)
+                            .cloned()
+                            .unwrap_or(json!({"active": false}));
+                        (axum::http::StatusCode::OK, axum::Json(answer))
+                    },
+                ),
             );
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
@@ -94,6 +136,8 @@ impl Issuer {
             url,
             keys: published,
             jwks_fetches: fetches,
+            opaque,
+            introspections,
             _server: server,
         }
     }
@@ -101,6 +145,15 @@ impl Issuer {
     /// Replaces the published keys (a key rotation).
     pub fn publish(&self, keys: &[&SigningKey]) {
         *self.keys.lock().unwrap() = keys.iter().map(|k| k.jwk()).collect();
+    }
+
+    /// Makes `token` an opaque token whose introspection answers `answer`.
+    pub fn issue_opaque(&self, token: &str, answer: Value) {
+        self.opaque.lock().unwrap().insert(token.to_owned(), answer);
+    }
+
+    pub fn introspections(&self) -> usize {
+        self.introspections.load(Ordering::SeqCst)
     }
 
     pub fn jwks_fetches(&self) -> usize {

@@ -423,3 +423,111 @@ async fn a_remembered_token_is_refused_once_it_expires() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test]
+async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
+    use crate::common::issuer::INTROSPECTION_CLIENT;
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let introspection = format!("{}/introspect", issuer.url);
+    let (id, secret) = INTROSPECTION_CLIENT;
+    let flags = [
+        "--oauth-issuer",
+        issuer.url.as_str(),
+        "--oauth-audience",
+        AUDIENCE,
+        "--oauth-scope",
+        SCOPE,
+        "--introspection-url",
+        introspection.as_str(),
+        "--log-level",
+        "debug",
+    ];
+    let env = [
+        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
+        ("MCP_STDIO_INTROSPECTION_CLIENT_SECRET", secret),
+    ];
+    let serve = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let claims = issuer.claims("grace", AUDIENCE, SCOPE);
+    let mut active = claims.clone();
+    active["active"] = json!(true);
+    issuer.issue_opaque("opaque-grace", active.clone());
+    let mut elsewhere = active.clone();
+    elsewhere["aud"] = json!(["https://elsewhere.example/mcp"]);
+    issuer.issue_opaque("opaque-elsewhere", elsewhere);
+    let mut narrow = active.clone();
+    narrow["scope"] = json!("openid");
+    issuer.issue_opaque("opaque-narrow", narrow);
+
+    assert_eq!(initialize_as(&serve, "opaque-grace").await.status, 200);
+    assert_eq!(initialize_as(&serve, "opaque-grace").await.status, 200);
+    assert_eq!(
+        issuer.introspections(),
+        1,
+        "the second request used the remembered answer"
+    );
+    for (token, status, outcome) in [
+        ("opaque-unknown", 401, "inactive"),
+        ("opaque-elsewhere", 401, "wrong_audience"),
+    ] {
+        let answer = initialize_as(&serve, token).await;
+        assert_eq!(answer.status, status, "{token}: {}", answer.body);
+        assert!(
+            challenge(&answer).contains(&format!(r#"error_description="{outcome}""#)),
+            "{token}"
+        );
+    }
+    assert_eq!(initialize_as(&serve, "opaque-narrow").await.status, 403);
+    let log = serve.stderr();
+    assert!(
+        !log.contains(secret),
+        "the introspection secret reached the log"
+    );
+    assert!(!log.contains("opaque-grace"), "a token reached the log");
+
+    // Wrong credentials for the introspection endpoint: refused, and the log says what to fix.
+    let env = [
+        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
+        (
+            "MCP_STDIO_INTROSPECTION_CLIENT_SECRET",
+            "wrong-secret-0123456789",
+        ),
+    ];
+    let misconfigured = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let answer = initialize_as(&misconfigured, "opaque-grace").await;
+    assert_eq!(answer.status, 401);
+    assert!(challenge(&answer).contains(r#"error_description="introspection_unavailable""#));
+    misconfigured
+        .wait_stderr("MCP_STDIO_INTROSPECTION_CLIENT_ID")
+        .await;
+    assert!(!misconfigured.stderr().contains("wrong-secret-0123456789"));
+}
+
+#[test]
+fn introspection_needs_its_credentials_and_an_issuer() {
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &[
+                "--oauth-issuer",
+                "http://127.0.0.1:9",
+                "--oauth-audience",
+                "x",
+                "--introspection-url",
+                "http://127.0.0.1:9/introspect",
+            ],
+            "MCP_STDIO_INTROSPECTION_CLIENT_ID",
+        ),
+        (
+            &["--introspection-url", "http://127.0.0.1:9/introspect"],
+            "need --oauth-issuer",
+        ),
+    ];
+    for (flags, says) in cases {
+        let mut args = vec!["serve", "--port", "0"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "true"]);
+        let (code, _, stderr) = crate::common::run_to_end(&args);
+        assert_eq!(code, 2, "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+    }
+}

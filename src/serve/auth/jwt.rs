@@ -11,6 +11,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Validation, decode, decode_header};
 use serde::Deserialize;
 
+use super::introspect::Introspector;
 use super::jwks::{Keys, Missing};
 use super::{Caller, Refused, ResourceServerConfig};
 
@@ -34,6 +35,10 @@ pub enum Outcome {
     BadClaims,
     /// The issuer's keys could not be fetched.
     IssuerUnreachable,
+    /// Introspection says the (opaque) token is not active.
+    Inactive,
+    /// The introspection endpoint could not be asked, or refused our credentials.
+    IntrospectionUnavailable,
 }
 
 impl Outcome {
@@ -50,23 +55,26 @@ impl Outcome {
             Outcome::WrongAudience => "wrong_audience",
             Outcome::BadClaims => "bad_claims",
             Outcome::IssuerUnreachable => "issuer_unreachable",
+            Outcome::Inactive => "inactive",
+            Outcome::IntrospectionUnavailable => "introspection_unavailable",
         }
     }
 }
 
+/// What a token says (a JWT's claims, or an introspection answer).
 #[derive(Deserialize)]
-struct Claims {
-    sub: String,
-    exp: u64,
+pub struct Claims {
+    pub sub: String,
+    pub exp: u64,
     #[serde(default)]
-    scope: Option<String>,
+    pub scope: Option<String>,
     #[serde(default)]
-    scp: Option<Vec<String>>,
+    pub scp: Option<Vec<String>>,
     /// The client the token was issued to (RFC 9068 `client_id`; OpenID `azp`).
     #[serde(default)]
-    client_id: Option<String>,
+    pub client_id: Option<String>,
     #[serde(default)]
-    azp: Option<String>,
+    pub azp: Option<String>,
 }
 
 /// The longest an accepted token is taken on trust without checking it again.
@@ -82,6 +90,10 @@ pub struct Verifier {
     /// microseconds. An entry lives until the token expires, at most `CACHE_FOR`.
     accepted: Mutex<HashMap<[u8; 32], (Caller, Instant)>>,
     cache_size: usize,
+    /// For tokens that are not JWTs, when `--introspection-url` is set.
+    introspector: Option<Introspector>,
+    audience: String,
+    leeway: u64,
 }
 
 impl Verifier {
@@ -94,7 +106,13 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.validate_nbf = true;
         validation.leeway = config.leeway.as_secs();
+        let introspector = config
+            .introspection
+            .map(|introspection| Introspector::new(introspection, config.http.clone()));
         Self {
+            introspector,
+            audience: config.audience.clone(),
+            leeway: config.leeway.as_secs(),
             keys: Keys::new(config.issuer, config.http, config.refetch_interval),
             issuer,
             validation,
@@ -150,7 +168,21 @@ impl Verifier {
     }
 
     async fn check(&self, token: &str) -> Result<(Caller, u64), Refused> {
-        let header = decode_header(token).map_err(|_| Refused::Invalid(Outcome::Malformed))?;
+        let header = match decode_header(token) {
+            Ok(header) => header,
+            // Not a JWT: an opaque token, if there is someone to ask about it.
+            Err(_) => {
+                let Some(introspector) = &self.introspector else {
+                    return Err(Refused::Invalid(Outcome::Malformed));
+                };
+                let claims = introspector
+                    .introspect(token, &self.issuer, &self.audience, self.leeway)
+                    .await
+                    .map_err(Refused::Invalid)?;
+                let exp = claims.exp;
+                return self.authorized(claims).map(|caller| (caller, exp));
+            }
+        };
         let keys = self
             .keys
             .for_kid(header.kid.as_deref())
@@ -232,6 +264,7 @@ mod tests {
             leeway: Duration::ZERO,
             refetch_interval: Duration::from_secs(30),
             token_cache: cache,
+            introspection: None,
             http: crate::http::client::ClientOptions {
                 connect_timeout: Duration::from_secs(1),
                 read_timeout: None,

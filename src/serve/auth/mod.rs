@@ -1,9 +1,11 @@
 //! Who is calling: each request's bearer checked by the configured mode, and the principal
 //! it names. Open (no check), a static `--auth-token` (one principal for everyone), or a
 //! resource server for an external authorization server (`--oauth-issuer`): JWT access
-//! tokens verified against its JWKS, the principal their `sub`. Every decision is one log
+//! tokens verified against its JWKS, opaque ones introspected (`--introspection-url`), the
+//! principal their `sub`. Every decision is one log
 //! line and one counter; no token is ever logged.
 
+mod introspect;
 mod jwks;
 mod jwt;
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::secret::Secret;
+pub use introspect::IntrospectionConfig;
 pub use jwt::Outcome;
 
 /// `--oauth-issuer` and what goes with it.
@@ -31,6 +34,8 @@ pub struct ResourceServerConfig {
     /// Accepted tokens remembered (by hash) so that a client's next request with the same
     /// token skips the signature check; 0: check every time.
     pub token_cache: usize,
+    /// `--introspection-url`: where opaque tokens are checked (RFC 7662).
+    pub introspection: Option<IntrospectionConfig>,
     pub http: crate::http::client::ClientOptions,
 }
 
