@@ -2,14 +2,16 @@
 package oidc-provider (OpenID Certified) issuing JWT access tokens with an audience through
 the client credentials grant (peers/oidc_issuer.mjs). Two callers are two principals with
 two children; one's session id is useless with the other's token; a token for another
-audience, a tampered signature and an `alg: none` copy are refused with 401 and the reason;
-the Python SDK client (mcp 2.3.0) is the caller."""
+audience, a tampered signature, an `alg: none` copy and an expired token are refused with 401
+and the reason; a key rotation at the provider is picked up without a restart; the Python
+SDK client (mcp 2.3.0) is the caller."""
 
 import base64
 import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 
@@ -28,25 +30,42 @@ AUDIENCE = "http://127.0.0.1/team-mcp"
 ELSEWHERE = "http://elsewhere.example/mcp"
 
 
-@pytest.fixture
-def identity():
+def start_provider(port: int = 0) -> tuple[subprocess.Popen, int]:
     # Run from the peers folder, so `import "oidc-provider"` resolves to its node_modules.
     script = PEERS / "oidc_issuer.mjs"
     shutil.copy(PEER_SCRIPTS / "oidc_issuer.mjs", script)
     provider = subprocess.Popen(
-        [str(NODE_BIN / "node"), str(script), AUDIENCE], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        [str(NODE_BIN / "node"), str(script), AUDIENCE, str(port)], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
-    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
+    return provider, int(provider.stdout.readline().strip())
+
+
+class Identity:
+    def __init__(self):
+        self.provider, self.port = start_provider()
+        self.issuer = f"http://127.0.0.1:{self.port}"
+
+    def rotate(self):
+        """The provider restarts on its port with a new signing key."""
+        self.provider.terminate()
+        self.provider.wait(timeout=10)
+        self.provider, _ = start_provider(self.port)
+
+
+@pytest.fixture
+def identity():
+    world = Identity()
     serve, url = start_serve(
         [sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
-        flags=("--oauth-issuer", issuer, "--oauth-audience", AUDIENCE, "--oauth-scope", "mcp:tools"),
+        flags=("--oauth-issuer", world.issuer, "--oauth-audience", AUDIENCE, "--oauth-scope", "mcp:tools",
+               "--oauth-leeway", "0", "--oauth-jwks-refetch", "1"),
     )
     try:
-        yield issuer, url, serve
+        yield world.issuer, url, world
     finally:
         stop_serve(serve)
-        provider.terminate()
-        provider.wait(timeout=10)
+        world.provider.terminate()
+        world.provider.wait(timeout=10)
 
 
 def token_for(issuer: str, client: str, resource: str = AUDIENCE) -> str:
@@ -83,7 +102,7 @@ def initialize(url: str, token: str, session: str | None = None) -> httpx2.Respo
 
 
 async def test_two_users_two_children_and_sessions_stay_with_their_owner(identity):
-    issuer, url, serve = identity
+    issuer, url, _ = identity
     alice, bob = token_for(issuer, "alice"), token_for(issuer, "bob")
     alice_pid = await whoami(url, alice)
     assert await whoami(url, alice) == alice_pid, "one pooled child per principal"
@@ -99,7 +118,7 @@ async def test_two_users_two_children_and_sessions_stay_with_their_owner(identit
 
 
 def test_bad_tokens_from_the_same_provider_are_refused(identity):
-    issuer, url, serve = identity
+    issuer, url, _ = identity
     good = token_for(issuer, "alice")
     header, payload, signature = good.split(".")
     flipped = signature[:-2] + ("A" if signature[-2] != "A" else "B") + signature[-1]
@@ -119,3 +138,29 @@ def test_bad_tokens_from_the_same_provider_are_refused(identity):
     metadata = httpx2.get(url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=10).json()
     assert metadata["authorization_servers"] == [issuer]
     assert metadata["scopes_supported"] == ["mcp:tools"]
+
+
+def until(check, what: str, deadline_s: float = 15.0):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_an_expired_token_is_refused_and_a_rotated_key_is_picked_up(identity):
+    issuer, url, world = identity
+    short = token_for(issuer, "carol")  # lives one second
+    assert initialize(url, short).status_code == 200
+    expired = until(lambda: (a := initialize(url, short)).status_code == 401 and a, "the expired token stayed accepted")
+    assert 'error_description="expired"' in expired.headers["www-authenticate"]
+
+    before = token_for(issuer, "alice")
+    assert initialize(url, before).status_code == 200
+    world.rotate()
+    after = token_for(issuer, "alice")
+    assert json.loads(base64.urlsafe_b64decode(after.split(".")[0] + "==")).get("kid") != json.loads(
+        base64.urlsafe_b64decode(before.split(".")[0] + "=="))["kid"], "the provider rotated its key"
+    until(lambda: initialize(url, after).status_code == 200, "the rotated key was never picked up")

@@ -1,16 +1,20 @@
 // A real OpenID Provider (the npm package oidc-provider, OpenID Certified) as the identity
 // provider in front of `serve --oauth-issuer`: two pre-registered confidential clients
 // ("alice" and "bob") get JWT access tokens for the resource argv[2] through the client
-// credentials grant (resource indicators, scope mcp:tools), and a third resource
-// ("http://elsewhere.example/mcp") exists to mint tokens with the wrong audience.
-// Prints the provider's port.
+// credentials grant (resource indicators, scope mcp:tools); "carol"'s tokens live one second;
+// a second resource ("http://elsewhere.example/mcp") exists to mint tokens with the wrong
+// audience. Its RS256 signing key is made at start with a fresh key id, so starting it again
+// on the same port (argv[3]) is a key rotation. Prints the provider's port.
 import http from "node:http";
+import { exportJWK, generateKeyPair } from "jose";
 import Provider from "oidc-provider";
 
 const resource = process.argv[2];
 const elsewhere = "http://elsewhere.example/mcp";
 const server = http.createServer();
-const port = await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server.address().port)));
+const port = await new Promise((resolve) => server.listen(Number(process.argv[3] ?? 0), "127.0.0.1", () => resolve(server.address().port)));
+const { privateKey } = await generateKeyPair("RS256", { extractable: true });
+const signing = { ...(await exportJWK(privateKey)), kid: `key-${Date.now()}`, alg: "RS256", use: "sig" };
 const issuer = `http://127.0.0.1:${port}`;
 
 const client = (id) => ({
@@ -23,7 +27,8 @@ const client = (id) => ({
 });
 
 const provider = new Provider(issuer, {
-  clients: [client("alice"), client("bob")],
+  clients: [client("alice"), client("bob"), client("carol")],
+  jwks: { keys: [signing] },
   features: {
     clientCredentials: { enabled: true },
     devInteractions: { enabled: false },
@@ -33,7 +38,8 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx, indicator) => {
         if (indicator !== resource && indicator !== elsewhere) throw new Error(`unknown resource ${indicator}`);
-        return { scope: "mcp:tools", audience: indicator, accessTokenFormat: "jwt", accessTokenTTL: 300 };
+        const ttl = ctx.oidc.client?.clientId === "carol" ? 1 : 300;
+        return { scope: "mcp:tools", audience: indicator, accessTokenFormat: "jwt", accessTokenTTL: ttl, jwt: { sign: { alg: "RS256" } } };
       },
     },
   },
