@@ -135,6 +135,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     introspection_url: Option<String>,
 
+    /// Most introspection requests in flight at once; more wait their turn.
+    #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    introspection_concurrency: u64,
+
     /// This endpoint's URL as clients reach it, e.g. https://mcp.example.com/mcp (the
     /// resource in its metadata, and the default token audience).
     #[arg(long, value_name = "URL")]
@@ -346,6 +350,7 @@ fn resource_server(
                 url,
                 client_id,
                 client_secret: Secret::new(client_secret),
+                concurrency: args.introspection_concurrency as usize,
             })
         }
     };

@@ -62,6 +62,9 @@ pub struct Issuer {
     /// Opaque token → its introspection answer (tokens not here are inactive).
     opaque: Arc<Mutex<std::collections::HashMap<String, Value>>>,
     introspections: Arc<AtomicUsize>,
+    /// How long each introspection answer takes, and the most that were in flight at once.
+    introspection_delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    most_in_flight: Arc<AtomicUsize>,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -83,6 +86,10 @@ impl Issuer {
         let opaque = Arc::new(Mutex::new(std::collections::HashMap::<String, Value>::new()));
         let introspections = Arc::new(AtomicUsize::new(0));
         let (opaque_for_route, introspections_for_route) = (opaque.clone(), introspections.clone());
+        let delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let now_in_flight = Arc::new(AtomicUsize::new(0));
+        let (delay_for_route, most_for_route) = (delay.clone(), most.clone());
         let app = axum::Router::new()
             .route(
                 "/.well-known/oauth-authorization-server",
@@ -101,6 +108,14 @@ impl Issuer {
                 axum::routing::post(
                     move |headers: axum::http::HeaderMap, body: String| async move {
                         introspections_for_route.fetch_add(1, Ordering::SeqCst);
+                        let current = now_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_for_route.fetch_max(current, Ordering::SeqCst);
+                        let pause = delay_for_route.load(Ordering::SeqCst);
+                        if pause > 0 {
+                            // The provider being slow is the scenario under test, not a wait.
+                            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                        }
+                        now_in_flight.fetch_sub(1, Ordering::SeqCst);
                         let (id, secret) = INTROSPECTION_CLIENT;
                         let expected = format!(
                             "Basic {}",
@@ -138,6 +153,8 @@ impl Issuer {
             jwks_fetches: fetches,
             opaque,
             introspections,
+            introspection_delay_ms: delay,
+            most_in_flight: most,
             _server: server,
         }
     }
@@ -150,6 +167,15 @@ impl Issuer {
     /// Makes `token` an opaque token whose introspection answers `answer`.
     pub fn issue_opaque(&self, token: &str, answer: Value) {
         self.opaque.lock().unwrap().insert(token.to_owned(), answer);
+    }
+
+    /// Makes every introspection answer take `ms` milliseconds.
+    pub fn slow_introspection(&self, ms: u64) {
+        self.introspection_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    pub fn most_introspections_in_flight(&self) -> usize {
+        self.most_in_flight.load(Ordering::SeqCst)
     }
 
     pub fn introspections(&self) -> usize {

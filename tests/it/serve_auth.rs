@@ -531,3 +531,44 @@ fn introspection_needs_its_credentials_and_an_issuer() {
         assert!(stderr.contains(says), "{flags:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_flood_of_made_up_opaque_tokens_is_bounded_at_the_provider() {
+    use crate::common::issuer::INTROSPECTION_CLIENT;
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    issuer.slow_introspection(200);
+    let introspection = format!("{}/introspect", issuer.url);
+    let (id, secret) = INTROSPECTION_CLIENT;
+    let flags = [
+        "--oauth-issuer",
+        issuer.url.as_str(),
+        "--oauth-audience",
+        AUDIENCE,
+        "--introspection-url",
+        introspection.as_str(),
+        "--introspection-concurrency",
+        "2",
+    ];
+    let env = [
+        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
+        ("MCP_STDIO_INTROSPECTION_CLIENT_SECRET", secret),
+    ];
+    let serve = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let tokens: Vec<String> = (0..8).map(|n| format!("made-up-{n}")).collect();
+    let answers =
+        futures_util::future::join_all(tokens.iter().map(|t| initialize_as(&serve, t))).await;
+    for answer in &answers {
+        assert_eq!(answer.status, 401, "{}", answer.body);
+        assert!(challenge(answer).contains(r#"error_description="inactive""#));
+    }
+    assert_eq!(issuer.introspections(), 8);
+    assert!(
+        issuer.most_introspections_in_flight() <= 2,
+        "{} at once",
+        issuer.most_introspections_in_flight()
+    );
+    // A dead token retried is not asked about again.
+    assert_eq!(initialize_as(&serve, &tokens[0]).await.status, 401);
+    assert_eq!(issuer.introspections(), 8);
+}

@@ -22,11 +22,16 @@ pub struct IntrospectionConfig {
     pub url: Url,
     pub client_id: String,
     pub client_secret: Secret,
+    /// `--introspection-concurrency`.
+    pub concurrency: usize,
 }
 
 pub struct Introspector {
     config: IntrospectionConfig,
     http: OAuthHttp,
+    /// At most this many questions to the endpoint at once (`--introspection-concurrency`):
+    /// a flood of made-up tokens waits here instead of flooding the provider.
+    in_flight: tokio::sync::Semaphore,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +66,7 @@ impl Audience {
 impl Introspector {
     pub fn new(config: IntrospectionConfig, http: crate::http::client::ClientOptions) -> Self {
         Self {
+            in_flight: tokio::sync::Semaphore::new(config.concurrency.max(1)),
             config,
             http: OAuthHttp::new(http, MAX_ANSWER),
         }
@@ -79,6 +85,11 @@ impl Introspector {
             client_secret: self.config.client_secret.expose(),
         };
         let form = [("token", token), ("token_type_hint", "access_token")];
+        let _turn = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| Outcome::IntrospectionUnavailable)?;
         let fetched = self
             .http
             .post_form(&self.config.url, &form, Some(basic))

@@ -89,6 +89,10 @@ pub struct Verifier {
     /// sends the same token on every request, and a signature check costs tens of
     /// microseconds. An entry lives until the token expires, at most `CACHE_FOR`.
     accepted: Mutex<HashMap<[u8; 32], (Caller, Instant)>>,
+    /// Opaque tokens introspection called inactive, by SHA-256, for `CACHE_FOR`: a token
+    /// never becomes active again, so a client retrying a dead one costs the provider one
+    /// question a minute. Bounded like `accepted`.
+    inactive: Mutex<HashMap<[u8; 32], Instant>>,
     cache_size: usize,
     /// For tokens that are not JWTs, when `--introspection-url` is set.
     introspector: Option<Introspector>,
@@ -118,6 +122,7 @@ impl Verifier {
             validation,
             scopes: config.scopes,
             accepted: Mutex::new(HashMap::new()),
+            inactive: Mutex::new(HashMap::new()),
             cache_size: config.token_cache,
         }
     }
@@ -136,13 +141,31 @@ impl Verifier {
             let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
             <[u8; 32]>::try_from(hash.as_ref()).expect("SHA-256 is 32 bytes")
         });
-        if let Some(digest) = &digest
-            && let Some((caller, until)) = self.accepted.lock().expect("cache lock").get(digest)
-            && Instant::now() < *until
-        {
-            return Ok(caller.clone());
+        if let Some(digest) = &digest {
+            if let Some((caller, until)) = self.accepted.lock().expect("cache lock").get(digest)
+                && Instant::now() < *until
+            {
+                return Ok(caller.clone());
+            }
+            if self
+                .inactive
+                .lock()
+                .expect("cache lock")
+                .get(digest)
+                .is_some_and(|until| Instant::now() < *until)
+            {
+                return Err(Refused::Invalid(Outcome::Inactive));
+            }
         }
-        let (caller, exp) = self.check(token).await?;
+        let (caller, exp) = match self.check(token).await {
+            Err(Refused::Invalid(Outcome::Inactive)) => {
+                if let Some(digest) = digest {
+                    self.remember_inactive(digest);
+                }
+                return Err(Refused::Invalid(Outcome::Inactive));
+            }
+            other => other?,
+        };
         if let Some(digest) = digest {
             self.remember(digest, &caller, exp);
         }
@@ -165,6 +188,20 @@ impl Verifier {
             accepted.remove(&any);
         }
         accepted.insert(digest, (caller.clone(), now + lives));
+    }
+
+    fn remember_inactive(&self, digest: [u8; 32]) {
+        let now = Instant::now();
+        let mut inactive = self.inactive.lock().expect("cache lock");
+        if inactive.len() >= self.cache_size {
+            inactive.retain(|_, until| now < *until);
+        }
+        if inactive.len() >= self.cache_size
+            && let Some(any) = inactive.keys().next().copied()
+        {
+            inactive.remove(&any);
+        }
+        inactive.insert(digest, now + CACHE_FOR);
     }
 
     async fn check(&self, token: &str) -> Result<(Caller, u64), Refused> {
