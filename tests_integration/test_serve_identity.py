@@ -4,7 +4,9 @@ the client credentials grant (peers/oidc_issuer.mjs). Two callers are two princi
 two children; one's session id is useless with the other's token; a token for another
 audience, a tampered signature, an `alg: none` copy and an expired token are refused with 401
 and the reason; a key rotation at the provider is picked up without a restart; the Python
-SDK client (mcp 2.3.0) is the caller."""
+SDK client (mcp 2.3.0) is the caller. And our own relay logs in at the provider
+(peers/oidc_world.mjs: registration, the code flow) from serve's 401 and metadata alone, and
+calls serve with the token it got."""
 
 import base64
 import json
@@ -21,8 +23,9 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from helpers.paths import NODE_BIN, PEER_SCRIPTS, PEERS
-from helpers.processes import node_env, start_serve, stop_serve
+from helpers.host import relay_binary, through_relay
+from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS, PEERS
+from helpers.processes import free_port, node_env, start_serve, stop_serve, wait_listening
 
 pytestmark = pytest.mark.anyio
 
@@ -164,3 +167,44 @@ def test_an_expired_token_is_refused_and_a_rotated_key_is_picked_up(identity):
     assert json.loads(base64.urlsafe_b64decode(after.split(".")[0] + "==")).get("kid") != json.loads(
         base64.urlsafe_b64decode(before.split(".")[0] + "=="))["kid"], "the provider rotated its key"
     until(lambda: initialize(url, after).status_code == 200, "the rotated key was never picked up")
+
+
+async def test_our_relay_logs_in_at_the_provider_and_calls_serve(tmp_path):
+    """Both halves of the project with a real provider between them: the relay reads serve's
+    401 and protected resource metadata, registers at oidc-provider, logs in (the browser
+    stand-in approves), and calls serve with the JWT it got; serve checks it."""
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    script = PEERS / "oidc_world.mjs"
+    shutil.copy(PEER_SCRIPTS / "oidc_world.mjs", script)
+    log = tmp_path / "provider.log"
+    log.touch()
+    provider = subprocess.Popen(
+        [str(NODE_BIN / "node"), str(script), str(log), resource], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    serve = None
+    try:
+        issuer = f"http://127.0.0.1:{provider.stdout.readline().split()[0]}"
+        serve = subprocess.Popen(
+            [relay_binary(), "serve", "--port", str(port), "--oauth-issuer", issuer, "--oauth-audience", resource,
+             "--oauth-scope", "mcp:tools", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_listening(port, serve)
+        state = str(tmp_path / "state")
+        env = {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
+               "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+        async with through_relay(resource, "--oauth", "--oauth-timeout", "30", env=env) as session:
+            await session.initialize()
+            result = await session.call_tool("whoami", {})
+            assert not result.is_error, result
+            assert result.content[0].text.isdigit(), result
+        events = log.read_text().splitlines()
+        assert "registered" in events and "grant authorization_code" in events, events
+        assert not [e for e in events if "error" in e], events
+    finally:
+        if serve:
+            serve.terminate()
+            serve.wait(timeout=15)
+        provider.terminate()
+        provider.wait(timeout=10)

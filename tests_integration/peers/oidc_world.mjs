@@ -3,6 +3,8 @@
 // server), refresh-token rotation, revocation and RFC 9207 `iss`; plus a protected MCP
 // endpoint that accepts only its JWTs. Logins are approved without a user (the interaction
 // routes finish at once). Prints "<provider port> <mcp port>" and logs grants to argv[2].
+// With argv[3], tokens are for that resource instead (another MCP server, e.g. `serve
+// --oauth-issuer`), and the endpoint here is unused.
 import http from "node:http";
 import fs from "node:fs";
 import Provider from "oidc-provider";
@@ -13,7 +15,7 @@ const listen = (server) => new Promise((resolve) => server.listen(0, "127.0.0.1"
 
 const mcpServer = http.createServer();
 const mcpPort = await listen(mcpServer);
-const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`;
+const mcpUrl = process.argv[3] ?? `http://127.0.0.1:${mcpPort}/mcp`;
 
 const opServer = http.createServer();
 const opPort = await listen(opServer);
