@@ -6,7 +6,8 @@
 //! - `sandbox/tools/` knows nothing of JSON-RPC;
 //! - inside `relay/`, no file imports from a higher tier than its own;
 //! - the relay sends requests only through its link and its one request engine;
-//! - `requestState` tokens are made and checked only in `parking/`.
+//! - `requestState` tokens are made and checked only in `parking/`;
+//! - no import circle anywhere in `src/`.
 
 use std::path::{Path, PathBuf};
 
@@ -213,4 +214,156 @@ fn the_rules_can_fail() {
     // The scan sees the real call sites it allows, so the rule is not vacuous.
     assert!(!uses_outside(&src().join("relay"), &[".post_as("], &[]).is_empty());
     assert!(!uses_outside(&src(), &["state_token::"], &[]).is_empty());
+}
+
+/// The module a file is (`serve/auth/jwt.rs` → `serve::auth::jwt`, a `mod.rs` its folder).
+fn module_of(file: &Path) -> Vec<String> {
+    let inside = file.strip_prefix(src()).unwrap();
+    let mut parts: Vec<String> = inside
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The file modules a file imports: `crate::…` and `super::…` paths, and (from a `mod.rs`)
+/// its own children by name, each resolved to the longest module that is a file. An
+/// import of one's own parent (`super::Gateway` from a child of `serve/mod.rs`) is the
+/// parent's interface to its children, not an arrow of a circle, and is left out.
+fn imports_of(file: &Path, modules: &std::collections::BTreeSet<Vec<String>>) -> Vec<Vec<String>> {
+    let code = code_of(file);
+    let own = module_of(file);
+    let is_folder = file.file_name().is_some_and(|n| n == "mod.rs");
+    // `super` of a module is its parent, whether the module is a file or a folder.
+    let up = |n: usize| own[..own.len().saturating_sub(n)].to_vec();
+    let mut named: Vec<Vec<String>> = Vec::new();
+    let mut paths = |prefix: &str, base: &[String]| {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().last();
+            let after = &rest[at + prefix.len()..];
+            rest = after;
+            // Part of a longer path (`a::crate::`, or the inner `super::` of `super::super::`).
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+                || after.starts_with("super::")
+            {
+                continue;
+            }
+            let segments = after
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .next()
+                .unwrap_or_default()
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned);
+            named.push(base.iter().cloned().chain(segments).collect());
+        }
+    };
+    paths("crate::", &[]);
+    paths("super::super::", &up(2));
+    paths("super::", &up(1));
+    if is_folder {
+        for line in code.lines().map(str::trim) {
+            if let Some(rest) = line
+                .strip_prefix("use ")
+                .or_else(|| line.strip_prefix("pub use "))
+            {
+                let first = rest.split("::").next().unwrap_or_default();
+                let mut child = own.clone();
+                child.push(first.to_owned());
+                if modules.contains(&child) {
+                    named.push(
+                        child
+                            .into_iter()
+                            .chain(rest.split("::").skip(1).map(str::to_owned))
+                            .collect(),
+                    );
+                }
+            }
+        }
+    }
+    let mut resolved = Vec::new();
+    for path in named {
+        let Some(module) = (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|m| modules.contains(m))
+        else {
+            continue;
+        };
+        // Not itself, and not one of its own ancestors.
+        if module == own || own.starts_with(&module) {
+            continue;
+        }
+        if !resolved.contains(&module) {
+            resolved.push(module);
+        }
+    }
+    resolved
+}
+
+/// A circle in `graph`, if there is one: the modules on it.
+fn find_circle(
+    graph: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
+) -> Option<Vec<Vec<String>>> {
+    fn visit(
+        node: &Vec<String>,
+        graph: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
+        on_path: &mut Vec<Vec<String>>,
+        done: &mut std::collections::BTreeSet<Vec<String>>,
+    ) -> Option<Vec<Vec<String>>> {
+        if let Some(at) = on_path.iter().position(|n| n == node) {
+            return Some(on_path[at..].to_vec());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        on_path.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(circle) = visit(next, graph, on_path, done) {
+                return Some(circle);
+            }
+        }
+        on_path.pop();
+        done.insert(node.clone());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_import_circle_anywhere_in_src() {
+    let files = rust_files(&src());
+    let modules: std::collections::BTreeSet<Vec<String>> =
+        files.iter().map(|f| module_of(f)).collect();
+    let graph: std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> = files
+        .iter()
+        .map(|f| (module_of(f), imports_of(f, &modules)))
+        .collect();
+    // The scan sees real arrows (the relay's engine imports its link), so the rule is not vacuous.
+    assert!(
+        graph[&vec!["relay".to_owned(), "call".to_owned()]].contains(&vec![
+            "relay".to_owned(),
+            "link".to_owned(),
+            "session".to_owned()
+        ])
+    );
+    if let Some(circle) = find_circle(&graph) {
+        let names: Vec<String> = circle.iter().map(|m| m.join("::")).collect();
+        panic!("an import circle: {}", names.join(" -> "));
+    }
+    // And a circle is found where there is one.
+    let a = vec!["a".to_owned()];
+    let b = vec!["b".to_owned()];
+    let looped = std::collections::BTreeMap::from([
+        (a.clone(), vec![b.clone()]),
+        (b.clone(), vec![a.clone()]),
+    ]);
+    assert!(find_circle(&looped).is_some());
 }

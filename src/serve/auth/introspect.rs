@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 use url::Url;
 
-use super::jwt::{Claims, Outcome};
+use super::claims::{Claims, Outcome};
 use crate::oauth::http::{BasicAuth, OAuthHttp};
 use crate::secret::Secret;
 

@@ -5,6 +5,7 @@
 //! principal their `sub`. Every decision is one log
 //! line and one counter; no token is ever logged.
 
+mod claims;
 mod introspect;
 mod jwks;
 mod jwt;
@@ -14,8 +15,8 @@ use std::time::Duration;
 use url::Url;
 
 use crate::secret::Secret;
+pub use claims::Outcome;
 pub use introspect::IntrospectionConfig;
-pub use jwt::Outcome;
 
 /// `--oauth-issuer` and what goes with it.
 #[derive(Debug, Clone)]
