@@ -3,9 +3,8 @@
 //! `aud` = this resource, `exp` and `nbf` with `--oauth-leeway`, a subject, and the scopes
 //! `--oauth-scope` requires (`scope`, space-separated, or an `scp` array).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Validation, decode, decode_header};
@@ -13,6 +12,7 @@ use jsonwebtoken::{Validation, decode, decode_header};
 use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
 use super::jwks::{Keys, Missing};
+use super::remembered::{Remembered, digest};
 use super::{Caller, Refused, ResourceServerConfig};
 
 /// The longest an accepted token is taken on trust without checking it again.
@@ -23,19 +23,17 @@ pub struct Verifier {
     keys: Keys,
     validation: Validation,
     scopes: Vec<String>,
-    /// Tokens accepted lately, by their SHA-256 (the token itself is not kept): a client
-    /// sends the same token on every request, and a signature check costs tens of
-    /// microseconds. An entry lives until the token expires, at most `CACHE_FOR`.
-    accepted: Mutex<HashMap<[u8; 32], (Caller, Instant)>>,
-    /// Opaque tokens introspection called inactive, by SHA-256, for `CACHE_FOR`: a token
-    /// never becomes active again, so a client retrying a dead one costs the provider one
-    /// question a minute. Bounded like `accepted`.
-    inactive: Mutex<HashMap<[u8; 32], Instant>>,
-    cache_size: usize,
+    /// Tokens accepted lately: a client sends the same token on every request, and a
+    /// signature check costs tens of microseconds. An entry lives until the token
+    /// expires, at most `CACHE_FOR`.
+    accepted: Remembered<Caller>,
+    /// Opaque tokens introspection called inactive, for `CACHE_FOR`: a token never becomes
+    /// active again, so a client retrying a dead one costs the provider one question a
+    /// minute.
+    inactive: Remembered<()>,
     /// For tokens that are not JWTs, when `--introspection-url` is set.
     introspector: Option<Introspector>,
     audience: String,
-    leeway: u64,
 }
 
 impl Verifier {
@@ -54,14 +52,12 @@ impl Verifier {
         Self {
             introspector,
             audience: config.audience.clone(),
-            leeway: config.leeway.as_secs(),
             keys: Keys::new(config.issuer, config.http, config.refetch_interval),
             issuer,
             validation,
             scopes: config.scopes,
-            accepted: Mutex::new(HashMap::new()),
-            inactive: Mutex::new(HashMap::new()),
-            cache_size: config.token_cache,
+            accepted: Remembered::new(config.token_cache),
+            inactive: Remembered::new(config.token_cache),
         }
     }
 
@@ -75,71 +71,26 @@ impl Verifier {
 
     /// The caller a token names, if the token is good for this resource.
     pub async fn verify(&self, token: &str) -> Result<Caller, Refused> {
-        let digest = self.cache_size.checked_sub(1).map(|_| {
-            let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
-            <[u8; 32]>::try_from(hash.as_ref()).expect("SHA-256 is 32 bytes")
-        });
-        if let Some(digest) = &digest {
-            if let Some((caller, until)) = self.accepted.lock().expect("cache lock").get(digest)
-                && Instant::now() < *until
-            {
-                return Ok(caller.clone());
+        let key = self.accepted.is_enabled().then(|| digest(token));
+        if let Some(key) = &key {
+            if let Some(caller) = self.accepted.get(key) {
+                return Ok(caller);
             }
-            if self
-                .inactive
-                .lock()
-                .expect("cache lock")
-                .get(digest)
-                .is_some_and(|until| Instant::now() < *until)
-            {
+            if self.inactive.get(key).is_some() {
                 return Err(Refused::Invalid(Outcome::Inactive));
             }
         }
-        let (caller, exp) = match self.check(token).await {
-            Err(Refused::Invalid(Outcome::Inactive)) => {
-                if let Some(digest) = digest {
-                    self.remember_inactive(digest);
+        let checked = self.check(token).await;
+        if let Some(key) = key {
+            match &checked {
+                Ok((caller, exp)) => self.accepted.insert(key, caller.clone(), lifetime(*exp)),
+                Err(Refused::Invalid(Outcome::Inactive)) => {
+                    self.inactive.insert(key, (), CACHE_FOR)
                 }
-                return Err(Refused::Invalid(Outcome::Inactive));
+                Err(_) => {}
             }
-            other => other?,
-        };
-        if let Some(digest) = digest {
-            self.remember(digest, &caller, exp);
         }
-        Ok(caller)
-    }
-
-    fn remember(&self, digest: [u8; 32], caller: &Caller, exp: u64) {
-        let now_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let lives = Duration::from_secs(exp.saturating_sub(now_unix)).min(CACHE_FOR);
-        let now = Instant::now();
-        let mut accepted = self.accepted.lock().expect("cache lock");
-        if accepted.len() >= self.cache_size {
-            accepted.retain(|_, (_, until)| now < *until);
-        }
-        if accepted.len() >= self.cache_size
-            && let Some(any) = accepted.keys().next().copied()
-        {
-            accepted.remove(&any);
-        }
-        accepted.insert(digest, (caller.clone(), now + lives));
-    }
-
-    fn remember_inactive(&self, digest: [u8; 32]) {
-        let now = Instant::now();
-        let mut inactive = self.inactive.lock().expect("cache lock");
-        if inactive.len() >= self.cache_size {
-            inactive.retain(|_, until| now < *until);
-        }
-        if inactive.len() >= self.cache_size
-            && let Some(any) = inactive.keys().next().copied()
-        {
-            inactive.remove(&any);
-        }
-        inactive.insert(digest, now + CACHE_FOR);
+        checked.map(|(caller, _)| caller)
     }
 
     async fn check(&self, token: &str) -> Result<(Caller, u64), Refused> {
@@ -151,7 +102,7 @@ impl Verifier {
                     return Err(Refused::Invalid(Outcome::Malformed));
                 };
                 let claims = introspector
-                    .introspect(token, &self.issuer, &self.audience, self.leeway)
+                    .introspect(token, &self.issuer, &self.audience, self.validation.leeway)
                     .await
                     .map_err(Refused::Invalid)?;
                 let exp = claims.exp;
@@ -213,6 +164,15 @@ impl Verifier {
     }
 }
 
+/// How long an accepted token with this `exp` is taken on trust: until it expires, at most
+/// `CACHE_FOR`.
+fn lifetime(exp: u64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Duration::from_secs(exp.saturating_sub(now)).min(CACHE_FOR)
+}
+
 fn outcome_of(kind: &ErrorKind) -> Outcome {
     match kind {
         ErrorKind::InvalidSignature => Outcome::BadSignature,
@@ -231,48 +191,15 @@ fn outcome_of(kind: &ErrorKind) -> Outcome {
 mod tests {
     use super::*;
 
-    fn verifier(cache: usize) -> Verifier {
-        Verifier::new(ResourceServerConfig {
-            issuer: url::Url::parse("http://127.0.0.1:9").unwrap(),
-            audience: "aud".into(),
-            scopes: vec![],
-            leeway: Duration::ZERO,
-            refetch_interval: Duration::from_secs(30),
-            token_cache: cache,
-            introspection: None,
-            http: crate::http::client::ClientOptions {
-                connect_timeout: Duration::from_secs(1),
-                read_timeout: None,
-                extra_roots: vec![],
-            },
-        })
-    }
-
     #[test]
-    fn the_accepted_token_cache_stays_within_its_bound_and_the_tokens_lifetime() {
-        let verifier = verifier(2);
-        let caller = Caller {
-            principal: "p".into(),
-            client_id: None,
-        };
-        let far = SystemTime::now()
+    fn an_accepted_token_is_trusted_until_it_expires_and_never_longer_than_cache_for() {
+        let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
-            .as_secs()
-            + 3600;
-        for n in 0..5u8 {
-            verifier.remember([n; 32], &caller, far);
-        }
-        assert_eq!(verifier.accepted.lock().unwrap().len(), 2);
+            .as_secs();
         // A token that expired is remembered for no time at all.
-        verifier.remember([9; 32], &caller, 1);
-        let accepted = verifier.accepted.lock().unwrap();
-        assert!(accepted[&[9; 32]].1 <= Instant::now());
-        // And none for longer than CACHE_FOR.
-        assert!(
-            accepted
-                .values()
-                .all(|(_, until)| *until <= Instant::now() + CACHE_FOR)
-        );
+        assert_eq!(lifetime(1), Duration::ZERO);
+        assert_eq!(lifetime(now + 3600), CACHE_FOR);
+        assert!(lifetime(now + 10) <= Duration::from_secs(10));
     }
 }

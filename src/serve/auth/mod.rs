@@ -9,6 +9,7 @@ mod claims;
 mod introspect;
 mod jwks;
 mod jwt;
+mod remembered;
 
 use std::time::Duration;
 
