@@ -5,13 +5,18 @@
 
 use serde_json::{Value, json};
 
-use crate::common::issuer::{Issuer, SigningKey};
+use crate::common::issuer::{INTROSPECTION_CLIENT, Issuer, SigningKey};
 use crate::common::serve::*;
 
 const AUDIENCE: &str = "http://127.0.0.1/mcp";
 const SCOPE: &str = "mcp:tools";
 
 async fn start(issuer: &Issuer, extra: &[&str]) -> Serve {
+    start_with_env(issuer, extra, &[]).await
+}
+
+/// serve in resource-server mode for `issuer` (debug logging), plus `extra` and `env`.
+async fn start_with_env(issuer: &Issuer, extra: &[&str], env: &[(&str, &str)]) -> Serve {
     let mut flags = vec![
         "--oauth-issuer",
         issuer.url.as_str(),
@@ -23,7 +28,19 @@ async fn start(issuer: &Issuer, extra: &[&str]) -> Serve {
         "debug",
     ];
     flags.extend_from_slice(extra);
-    Serve::start(&flags).await
+    Serve::start_with(&flags, &[fixture().as_str()], env).await
+}
+
+/// serve that introspects opaque tokens at `issuer`, presenting `secret` as its client secret.
+async fn start_introspecting(issuer: &Issuer, secret: &str, extra: &[&str]) -> Serve {
+    let introspection = format!("{}/introspect", issuer.url);
+    let mut flags = vec!["--introspection-url", introspection.as_str()];
+    flags.extend_from_slice(extra);
+    let env = [
+        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", INTROSPECTION_CLIENT.0),
+        ("MCP_STDIO_INTROSPECTION_CLIENT_SECRET", secret),
+    ];
+    start_with_env(issuer, &flags, &env).await
 }
 
 fn bearer(token: &str) -> String {
@@ -274,6 +291,8 @@ async fn the_attack_corpus_is_refused_and_changes_nothing() {
             metrics.body
         );
     }
+    // The log is alive (the refusals are in it) before it is searched for tokens.
+    serve.wait_stderr("authentication refused").await;
     let log = serve.stderr();
     for (what, token, _) in &corpus {
         assert!(
@@ -426,28 +445,10 @@ async fn a_remembered_token_is_refused_once_it_expires() {
 
 #[tokio::test]
 async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
-    use crate::common::issuer::INTROSPECTION_CLIENT;
     let key = SigningKey::generate("k1");
     let issuer = Issuer::start(&[&key]).await;
-    let introspection = format!("{}/introspect", issuer.url);
-    let (id, secret) = INTROSPECTION_CLIENT;
-    let flags = [
-        "--oauth-issuer",
-        issuer.url.as_str(),
-        "--oauth-audience",
-        AUDIENCE,
-        "--oauth-scope",
-        SCOPE,
-        "--introspection-url",
-        introspection.as_str(),
-        "--log-level",
-        "debug",
-    ];
-    let env = [
-        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
-        ("MCP_STDIO_INTROSPECTION_CLIENT_SECRET", secret),
-    ];
-    let serve = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let secret = INTROSPECTION_CLIENT.1;
+    let serve = start_introspecting(&issuer, secret, &[]).await;
     let claims = issuer.claims("grace", AUDIENCE, SCOPE);
     let mut active = claims.clone();
     active["active"] = json!(true);
@@ -478,6 +479,8 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
         );
     }
     assert_eq!(initialize_as(&serve, "opaque-narrow").await.status, 403);
+    // The log is alive (the refusals are in it) before it is searched for secrets.
+    serve.wait_stderr("authentication refused").await;
     let log = serve.stderr();
     assert!(
         !log.contains(secret),
@@ -486,14 +489,7 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
     assert!(!log.contains("opaque-grace"), "a token reached the log");
 
     // Wrong credentials for the introspection endpoint: refused, and the log says what to fix.
-    let env = [
-        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
-        (
-            "MCP_STDIO_INTROSPECTION_CLIENT_SECRET",
-            "wrong-secret-0123456789",
-        ),
-    ];
-    let misconfigured = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let misconfigured = start_introspecting(&issuer, "wrong-secret-0123456789", &[]).await;
     let answer = initialize_as(&misconfigured, "opaque-grace").await;
     assert_eq!(answer.status, 401);
     assert!(challenge(&answer).contains(r#"error_description="introspection_unavailable""#));
@@ -534,27 +530,15 @@ fn introspection_needs_its_credentials_and_an_issuer() {
 
 #[tokio::test]
 async fn a_flood_of_made_up_opaque_tokens_is_bounded_at_the_provider() {
-    use crate::common::issuer::INTROSPECTION_CLIENT;
     let key = SigningKey::generate("k1");
     let issuer = Issuer::start(&[&key]).await;
     issuer.slow_introspection(200);
-    let introspection = format!("{}/introspect", issuer.url);
-    let (id, secret) = INTROSPECTION_CLIENT;
-    let flags = [
-        "--oauth-issuer",
-        issuer.url.as_str(),
-        "--oauth-audience",
-        AUDIENCE,
-        "--introspection-url",
-        introspection.as_str(),
-        "--introspection-concurrency",
-        "2",
-    ];
-    let env = [
-        ("MCP_STDIO_INTROSPECTION_CLIENT_ID", id),
-        ("MCP_STDIO_INTROSPECTION_CLIENT_SECRET", secret),
-    ];
-    let serve = Serve::start_with(&flags, &[fixture().as_str()], &env).await;
+    let serve = start_introspecting(
+        &issuer,
+        INTROSPECTION_CLIENT.1,
+        &["--introspection-concurrency", "2"],
+    )
+    .await;
     let tokens: Vec<String> = (0..8).map(|n| format!("made-up-{n}")).collect();
     let answers =
         futures_util::future::join_all(tokens.iter().map(|t| initialize_as(&serve, t))).await;
