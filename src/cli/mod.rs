@@ -11,6 +11,7 @@ mod oauth;
 mod relay;
 mod sandbox;
 mod serve;
+mod serve_oauth;
 mod tokens;
 
 use crate::logging;
@@ -37,7 +38,7 @@ enum Command {
     Relay(relay::RelayArgs),
     /// Publish a local stdio MCP server as a Streamable HTTP endpoint (with no command: the
     /// built-in sandbox over the current directory).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// The built-in read-only workspace tool server, on stdio.
     Sandbox(sandbox::SandboxArgs),
     /// Log in to a server with OAuth and store the tokens.
@@ -76,7 +77,7 @@ pub fn main() -> i32 {
             logging::init(args.log_level, args.log_format);
             let from_flag =
                 std::env::args().any(|a| a == "--auth-token" || a.starts_with("--auth-token="));
-            let config = match serve::serve_config(args, from_flag) {
+            let config = match serve::serve_config(*args, from_flag) {
                 Ok(config) => config,
                 Err(message) => {
                     report_usage_error(&message);

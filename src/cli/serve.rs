@@ -112,7 +112,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "AUDIENCE")]
     oauth_audience: Option<String>,
 
-    /// A scope every token must carry (advertised in the metadata). Repeatable.
+    /// A scope every token must carry (advertised in the metadata; with --enable-oauth,
+    /// also what is granted by default). Repeatable.
     #[arg(long = "oauth-scope", value_name = "SCOPE")]
     oauth_scopes: Vec<String>,
 
@@ -147,6 +148,9 @@ pub struct ServeArgs {
     /// Serve 2026-07-28 clients only: GET and DELETE answer 405, initialize -32022.
     #[arg(long)]
     modern_only: bool,
+
+    #[command(flatten)]
+    embedded: super::serve_oauth::EmbeddedArgs,
 
     /// The stdio server's protocol era: `auto` asks a disposable sibling process
     /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
@@ -236,9 +240,37 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
                 .ok_or_else(|| format!("--public-url '{raw}' must be an http(s) URL, e.g. https://mcp.example.com/mcp"))
         })
         .transpose()?;
-    let resource_server = resource_server(&args, public_url.as_ref())?;
-    if resource_server.is_some() && auth_token.is_some() {
-        return Err("choose one way to check callers: --auth-token (one shared secret) or --oauth-issuer (tokens from your identity provider), not both".into());
+    check_scopes(&args.oauth_scopes)?;
+    let auth_server = super::serve_oauth::auth_server(
+        &args.embedded,
+        &args.oauth_scopes,
+        args.oauth_token_cache as usize,
+        args.port,
+        args.host,
+        public_url.as_ref(),
+    )?;
+    let resource_server = resource_server(&args, public_url.as_ref(), auth_server.is_some())?;
+    let modes = [
+        (auth_token.is_some(), "--auth-token (one shared secret)"),
+        (
+            resource_server.is_some(),
+            "--oauth-issuer (tokens from your identity provider)",
+        ),
+        (
+            auth_server.is_some(),
+            "--enable-oauth (serve issues tokens itself)",
+        ),
+    ];
+    let chosen: Vec<&str> = modes
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+    if chosen.len() > 1 {
+        return Err(format!(
+            "choose one way to check callers, not several: {}",
+            chosen.join(", ")
+        ));
     }
     let trusted_proxies = args
         .trusted_proxy
@@ -268,6 +300,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         path: args.path,
         auth_token,
         resource_server,
+        auth_server,
         public_url,
         guards: Guards {
             loopback: args.host.is_loopback(),
@@ -305,13 +338,14 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
 fn resource_server(
     args: &ServeArgs,
     public_url: Option<&url::Url>,
+    embedded: bool,
 ) -> Result<Option<ResourceServerConfig>, String> {
     let Some(raw) = args.oauth_issuer.as_deref() else {
-        if args.oauth_audience.is_some()
-            || !args.oauth_scopes.is_empty()
-            || args.introspection_url.is_some()
-        {
-            return Err("--oauth-audience, --oauth-scope and --introspection-url need --oauth-issuer (the authorization server whose tokens to accept)".into());
+        if args.oauth_audience.is_some() || args.introspection_url.is_some() {
+            return Err("--oauth-audience and --introspection-url need --oauth-issuer (the authorization server whose tokens to accept)".into());
+        }
+        if !args.oauth_scopes.is_empty() && !embedded {
+            return Err("--oauth-scope needs --oauth-issuer (an external authorization server) or --enable-oauth (serve's own)".into());
         }
         return Ok(None);
     };
@@ -325,16 +359,6 @@ fn resource_server(
             return Err("--oauth-issuer needs the audience tokens must name: --oauth-audience AUDIENCE, or --public-url URL (this endpoint as clients reach it)".into());
         }
     };
-    if let Some(bad) = args.oauth_scopes.iter().find(|s| {
-        s.is_empty()
-            || !s
-                .bytes()
-                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-    }) {
-        return Err(format!(
-            "--oauth-scope '{bad}' is not a scope token (visible ASCII, no quotes or backslashes)"
-        ));
-    }
     let introspection = match args.introspection_url.as_deref() {
         None => None,
         Some(raw) => {
@@ -368,6 +392,21 @@ fn resource_server(
             extra_roots: Vec::new(),
         },
     }))
+}
+
+/// Each `--oauth-scope` is one scope token (RFC 6749 §3.3).
+fn check_scopes(scopes: &[String]) -> Result<(), String> {
+    match scopes.iter().find(|s| {
+        s.is_empty()
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    }) {
+        Some(bad) => Err(format!(
+            "--oauth-scope '{bad}' is not a scope token (visible ASCII, no quotes or backslashes)"
+        )),
+        None => Ok(()),
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -148,7 +148,7 @@ fn same_origin_redirect<B>(from: &Uri, response: &http::Response<B>) -> Option<U
 /// TLS settings: the platform's verifier (the OS trust store) plus `--ca-cert`, offering
 /// HTTP/2 and HTTP/1.1. For a plain-HTTP upstream TLS is never used (redirects stay on the
 /// origin), so the trust store is not loaded: that costs milliseconds at every start.
-fn tls_config(
+pub fn tls_config(
     upstream_is_https: bool,
     extra_roots: &[CertificateDer<'static>],
 ) -> Result<rustls::ClientConfig, String> {

@@ -40,6 +40,20 @@ pub async fn handle(
     if let Err(refused) = guards(&gateway, peer, request.headers()) {
         return *refused;
     }
+    if let Some(server) = gateway.auth.embedded().cloned() {
+        let issuer = issuer_for(&gateway, peer, request.headers());
+        if let Some(endpoint) = server.endpoint(&method, &path, &issuer) {
+            let started = Instant::now();
+            let response =
+                authorization_server(&gateway, &server, endpoint, issuer, peer, request).await;
+            gateway.metrics.observe(
+                method.as_str(),
+                response.status().as_u16(),
+                started.elapsed(),
+            );
+            return response;
+        }
+    }
     if method == Method::GET && path == "/metrics" {
         if let Err(refused) = authorize(&gateway, peer, request.headers()).await {
             return *refused;
@@ -149,9 +163,14 @@ async fn authorize(
     if gateway.auth.is_open() {
         return Ok(None);
     }
+    let base = public_base(gateway, peer, headers);
+    let resource = match &gateway.config.public_url {
+        Some(url) => url.as_str().to_owned(),
+        None => format!("{base}{}", gateway.config.path),
+    };
     let refused = match gateway
         .auth
-        .authorize(header(headers, AUTHORIZATION.as_str()))
+        .authorize(header(headers, AUTHORIZATION.as_str()), &resource)
         .await
     {
         Ok(caller) => {
@@ -166,11 +185,7 @@ async fn authorize(
     };
     gateway.metrics.authenticated(refused.outcome());
     tracing::info!(%peer, outcome = refused.outcome(), "authentication refused");
-    let metadata = format!(
-        "{}{PRM_PREFIX}{}",
-        public_base(gateway, peer, headers),
-        gateway.config.path
-    );
+    let metadata = format!("{base}{PRM_PREFIX}{}", gateway.config.path);
     let scope = gateway.auth.scopes().join(" ");
     let (status, challenge, message) = match &refused {
         Refused::Missing => (
@@ -193,6 +208,18 @@ async fn authorize(
                 outcome.label().replace('_', " ")
             ),
         ),
+        Refused::Unavailable => {
+            let mut response = json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "null",
+                INVALID_REQUEST,
+                "Service unavailable: the authorization store cannot be reached; try again shortly",
+            );
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return Err(Box::new(response));
+        }
         Refused::InsufficientScope(needed) => {
             let needed = needed.join(" ");
             (
@@ -213,7 +240,9 @@ async fn authorize(
     Err(Box::new(response))
 }
 
-/// `scheme://host` as the client sees this server (a trusted proxy may say).
+/// `scheme://host` as the client sees this server (a trusted proxy may say). The host is
+/// the first of a list, cut down to the characters a host and port can hold, since it
+/// is written into metadata, challenges and the embedded issuer.
 fn public_base(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> String {
     let trusted = gateway.config.guards.trusts(peer.ip());
     let scheme = trusted
@@ -225,8 +254,74 @@ fn public_base(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Stri
         .then(|| header(headers, "x-forwarded-host"))
         .flatten()
         .or_else(|| header(headers, HOST.as_str()))
-        .unwrap_or("localhost");
+        .map(sanitize_host)
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| match gateway.config.listen.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]:{}", gateway.config.guards.port),
+            ip => format!("{ip}:{}", gateway.config.guards.port),
+        });
     format!("{scheme}://{host}")
+}
+
+fn sanitize_host(raw: &str) -> String {
+    raw.split(',')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+        .collect()
+}
+
+/// The embedded authorization server's identity for this request.
+fn issuer_for(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> super::authserver::Issuer {
+    match &gateway.config.public_url {
+        Some(url) => super::authserver::Issuer::from_public_url(url, &gateway.config.path),
+        None => super::authserver::Issuer::from_request(
+            &public_base(gateway, peer, headers),
+            &gateway.config.path,
+        ),
+    }
+}
+
+/// A request to the embedded authorization server: its body read up to
+/// `--oauth-max-form-size`, then handed over.
+async fn authorization_server(
+    gateway: &Gateway,
+    server: &super::authserver::AuthServer,
+    endpoint: super::authserver::Endpoint,
+    issuer: super::authserver::Issuer,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let max = server.config.max_form_size;
+    let (parts, body) = request.into_parts();
+    let declared =
+        header(&parts.headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    let body = if declared.is_some_and(|n| n > max as u64) {
+        Err(())
+    } else {
+        http_body_util::Limited::new(body, max)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|_| ())
+    };
+    let Ok(body) = body else {
+        return super::authserver::too_large(max);
+    };
+    let request = super::authserver::Request {
+        headers: &parts.headers,
+        query: parts.uri.query().unwrap_or(""),
+        body,
+        trusted_peer: gateway.config.guards.trusts(peer.ip()),
+        issuer,
+    };
+    server.serve(endpoint, request).await
 }
 
 fn protected_resource_metadata(
@@ -247,7 +342,10 @@ fn protected_resource_metadata(
         "bearer_methods_supported": ["header"],
         "resource_name": "mcp-stdio serve",
     });
-    if let Some(issuer) = gateway.auth.issuer() {
+    if let Some(issuer) = gateway
+        .auth
+        .issuer(|| issuer_for(gateway, peer, headers).identifier())
+    {
         document["authorization_servers"] = serde_json::json!([issuer]);
     }
     if !gateway.auth.scopes().is_empty() {

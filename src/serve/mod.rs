@@ -3,6 +3,7 @@
 //! the HTTP side is hyper with a header-read timeout, the routes are in `routes`.
 
 pub mod auth;
+pub mod authserver;
 mod child;
 pub mod child_era;
 mod front;
@@ -15,6 +16,7 @@ mod metrics;
 mod modern;
 mod params;
 mod pool;
+mod remembered;
 mod session;
 mod sessions;
 mod tool_cache;
@@ -44,6 +46,8 @@ pub struct ServeConfig {
     pub auth_token: Option<Secret>,
     /// `--oauth-issuer` and its companions: tokens from an external authorization server.
     pub resource_server: Option<auth::ResourceServerConfig>,
+    /// `--enable-oauth` and its companions: serve is its own authorization server.
+    pub auth_server: Option<authserver::AuthServerConfig>,
     /// `--public-url`: this endpoint as clients reach it.
     pub public_url: Option<url::Url>,
     pub guards: Guards,
@@ -158,15 +162,39 @@ pub async fn run(config: ServeConfig) -> i32 {
         config.path
     );
     let parked = crate::parking::Rounds::new(config.input_timeout);
-    let auth = auth::Auth::new(config.auth_token.clone(), config.resource_server.clone());
+    let embedded = match config.auth_server.clone() {
+        Some(settings) => {
+            tracing::info!(
+                store = %settings.store.describe(),
+                "the embedded OAuth authorization server is on"
+            );
+            match authserver::AuthServer::open(settings).await {
+                Ok(server) => Some(Arc::new(server)),
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return 1;
+                }
+            }
+        }
+        None => None,
+    };
+    let housekeeping = embedded.clone().map(|server| {
+        let closing = CancellationToken::new();
+        let stop = closing.clone();
+        tokio::spawn(async move { server.keep_house(closing).await });
+        stop
+    });
+    let auth = auth::Auth::new(
+        config.auth_token.clone(),
+        config.resource_server.clone(),
+        embedded,
+    );
     let gateway = Arc::new(Gateway {
         auth,
-        // Users exist only in resource-server mode (one shared secret is one principal).
+        // Users exist only with OAuth (one shared secret is one principal).
         sessions: Sessions::new(
             config.max_sessions,
-            config
-                .resource_server
-                .is_some()
+            (config.resource_server.is_some() || config.auth_server.is_some())
                 .then_some(config.max_sessions_per_principal),
         ),
         pool: pool::Pool::default(),
@@ -229,6 +257,9 @@ pub async fn run(config: ServeConfig) -> i32 {
         );
     }
     reaper.abort();
+    if let Some(housekeeping) = housekeeping {
+        housekeeping.cancel();
+    }
     gateway.sessions.end_all(&gateway).await;
     0
 }

@@ -18,6 +18,7 @@ pub mod issuer;
 pub mod modern;
 pub mod proxy;
 pub mod serve;
+pub mod signin;
 pub mod sse_server;
 pub mod stdio;
 

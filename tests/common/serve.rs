@@ -61,11 +61,11 @@ impl Serve {
 
     pub async fn start_with(flags: &[&str], command: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = tokio::process::Command::new(super::binary());
-        cmd.arg("serve")
-            .args(["--port", "0"])
-            .args(flags)
-            .arg("--")
-            .args(command);
+        cmd.arg("serve");
+        if !flags.contains(&"--port") {
+            cmd.args(["--port", "0"]);
+        }
+        cmd.args(flags).arg("--").args(command);
         cmd.env_remove("MCP_STDIO_SERVE_TOKEN");
         for (k, v) in env {
             cmd.env(k, v);
@@ -139,10 +139,42 @@ impl Serve {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Answer {
+        self.send_typed(method, path, "application/json", headers, body)
+            .await
+    }
+
+    /// A `application/x-www-form-urlencoded` POST (the OAuth endpoints).
+    pub async fn send_form(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        fields: &[(&str, &str)],
+    ) -> Answer {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        self.send_typed(
+            "POST",
+            path,
+            "application/x-www-form-urlencoded",
+            headers,
+            &body,
+        )
+        .await
+    }
+
+    pub async fn send_typed(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let mut request = http::Request::builder()
             .method(method)
             .uri(format!("http://127.0.0.1:{}{path}", self.port))
-            .header("content-type", "application/json")
+            .header("content-type", content_type)
             .header("accept", "application/json, text/event-stream");
         for (k, v) in headers {
             request = request.header(*k, *v);

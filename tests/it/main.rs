@@ -22,3 +22,5 @@ mod secrets;
 mod serve;
 mod serve_auth;
 mod serve_modern;
+mod serve_oauth;
+mod serve_oauth_attacks;

@@ -2,20 +2,22 @@
 //! it names. Open (no check), a static `--auth-token` (one principal for everyone), or a
 //! resource server for an external authorization server (`--oauth-issuer`): JWT access
 //! tokens verified against its JWKS, opaque ones introspected (`--introspection-url`), the
-//! principal their `sub`. Every decision is one log
-//! line and one counter; no token is ever logged.
+//! principal their `sub`; or the embedded authorization server (`--enable-oauth`), whose
+//! grants name the user. Every decision is one log line and one counter; no token is
+//! ever logged.
 
 mod claims;
 mod introspect;
 mod jwks;
 mod jwt;
-mod remembered;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use url::Url;
 
 use crate::secret::Secret;
+use crate::serve::authserver::{AccessRefused, AuthServer};
 pub use claims::Outcome;
 pub use introspect::IntrospectionConfig;
 
@@ -46,6 +48,7 @@ pub enum Auth {
     Open,
     Static(Secret),
     ResourceServer(Box<jwt::Verifier>),
+    Embedded(Arc<AuthServer>),
 }
 
 /// Who a request comes from.
@@ -66,10 +69,19 @@ pub enum Refused {
     Invalid(Outcome),
     /// A valid token without these scopes (403 `insufficient_scope`).
     InsufficientScope(Vec<String>),
+    /// The grants cannot be looked up (503: the token may well be good).
+    Unavailable,
 }
 
 impl Auth {
-    pub fn new(token: Option<Secret>, resource_server: Option<ResourceServerConfig>) -> Self {
+    pub fn new(
+        token: Option<Secret>,
+        resource_server: Option<ResourceServerConfig>,
+        embedded: Option<Arc<AuthServer>>,
+    ) -> Self {
+        if let Some(server) = embedded {
+            return Auth::Embedded(server);
+        }
         match (token, resource_server) {
             (_, Some(config)) => Auth::ResourceServer(Box::new(jwt::Verifier::new(config))),
             (Some(token), None) => Auth::Static(token),
@@ -81,10 +93,20 @@ impl Auth {
         matches!(self, Auth::Open)
     }
 
-    /// The issuer to name in protected resource metadata, when there is one.
-    pub fn issuer(&self) -> Option<&str> {
+    /// The issuer to name in protected resource metadata, when there is one (`issuer`:
+    /// the embedded server's identifier for this request).
+    pub fn issuer(&self, embedded: impl FnOnce() -> String) -> Option<String> {
         match self {
-            Auth::ResourceServer(verifier) => Some(verifier.issuer()),
+            Auth::ResourceServer(verifier) => Some(verifier.issuer().to_owned()),
+            Auth::Embedded(_) => Some(embedded()),
+            _ => None,
+        }
+    }
+
+    /// The embedded authorization server, when serve is its own.
+    pub fn embedded(&self) -> Option<&Arc<AuthServer>> {
+        match self {
+            Auth::Embedded(server) => Some(server),
             _ => None,
         }
     }
@@ -93,12 +115,19 @@ impl Auth {
     pub fn scopes(&self) -> &[String] {
         match self {
             Auth::ResourceServer(verifier) => verifier.scopes(),
+            Auth::Embedded(server) => &server.config.scopes,
             _ => &[],
         }
     }
 
     /// The caller the request's `Authorization` value names (`None` when open).
-    pub async fn authorize(&self, authorization: Option<&str>) -> Result<Option<Caller>, Refused> {
+    /// `resource` is this endpoint as the client reached it (what an embedded grant must
+    /// be for).
+    pub async fn authorize(
+        &self,
+        authorization: Option<&str>,
+        resource: &str,
+    ) -> Result<Option<Caller>, Refused> {
         let presented = authorization.and_then(|value| {
             let (scheme, token) = value.split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -117,6 +146,32 @@ impl Auth {
                 let token = presented.ok_or(Refused::Missing)?;
                 verifier.verify(token).await.map(Some)
             }
+            Auth::Embedded(server) => {
+                let token = presented.ok_or(Refused::Missing)?;
+                let grant = server
+                    .check_access(token, resource)
+                    .await
+                    .map_err(|refused| match refused {
+                        AccessRefused::Unknown => Refused::Invalid(Outcome::Unknown),
+                        AccessRefused::WrongResource => Refused::Invalid(Outcome::WrongAudience),
+                        AccessRefused::Unavailable => Refused::Unavailable,
+                    })?;
+                let held: Vec<&str> = grant.scope.split(' ').collect();
+                let missing: Vec<String> = server
+                    .config
+                    .scopes
+                    .iter()
+                    .filter(|s| !held.contains(&s.as_str()))
+                    .cloned()
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(Refused::InsufficientScope(server.config.scopes.clone()));
+                }
+                Ok(Some(Caller {
+                    principal: grant.principal,
+                    client_id: Some(grant.client_id),
+                }))
+            }
         }
     }
 }
@@ -128,6 +183,7 @@ impl Refused {
             Refused::Missing => "missing",
             Refused::Invalid(outcome) => outcome.label(),
             Refused::InsufficientScope(_) => "insufficient_scope",
+            Refused::Unavailable => "store_unavailable",
         }
     }
 }

@@ -56,6 +56,11 @@ impl<V: Clone> Remembered<V> {
         entries.insert(key, (value, now + lives));
     }
 
+    /// Forgets everything (a revocation: whatever was accepted is checked again).
+    pub fn clear(&self) {
+        self.entries.lock().expect("cache lock").clear();
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.lock().expect("cache lock").len()

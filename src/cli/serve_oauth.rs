@@ -1,0 +1,222 @@
+//! `mcp-stdio serve --enable-oauth`: the embedded authorization server's flags and their
+//! validation into an `AuthServerConfig`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::positive_seconds;
+use crate::serve::authserver::AuthServerConfig;
+use crate::serve::authserver::store::{Limits, Location};
+use crate::serve::authserver::users::Users;
+
+#[derive(Debug, Args)]
+pub struct EmbeddedArgs {
+    /// Be an OAuth 2.1 authorization server for this endpoint: clients register, users
+    /// consent, tokens are issued here. Not with --auth-token or --oauth-issuer.
+    #[arg(long)]
+    enable_oauth: bool,
+
+    /// Where the authorization server keeps clients and grants: sqlite:PATH (default:
+    /// $XDG_STATE_HOME/mcp-stdio/serve-oauth-PORT.db) or postgres://USER@HOST/DB (shared
+    /// by replicas; sslmode in the URL).
+    #[arg(long, value_name = "STORE")]
+    oauth_store: Option<String>,
+
+    /// Connections kept to a PostgreSQL --oauth-store.
+    #[arg(long, value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(1..=256))]
+    oauth_store_connections: u64,
+
+    /// Seconds an access token lives.
+    #[arg(long, value_name = "SECONDS", default_value = "3600", value_parser = positive_seconds, allow_hyphen_values = true)]
+    access_token_ttl: Duration,
+
+    /// Seconds a grant lives without being refreshed (each refresh renews it; default 30
+    /// days, at most a year).
+    #[arg(long, value_name = "SECONDS", default_value = "2592000", value_parser = grant_lifetime, allow_hyphen_values = true)]
+    refresh_token_ttl: Duration,
+
+    /// The request header an authenticating proxy in front sets to the signed-in user
+    /// (believed only from --trusted-proxy addresses), e.g. X-Forwarded-User.
+    #[arg(long, value_name = "HEADER")]
+    trusted_user_header: Option<String>,
+
+    /// Sign everyone in as this user (local testing only: a warning says so).
+    #[arg(long, value_name = "NAME")]
+    dev_user: Option<String>,
+
+    /// An https redirect URI clients may register (loopback http ones always may).
+    /// Repeatable.
+    #[arg(long, value_name = "URL")]
+    allow_redirect_uri: Vec<String>,
+
+    /// Most registered clients; the oldest is recycled (its grants revoked) past this.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    oauth_max_clients: u64,
+
+    /// Most live grants (signed-in client and user pairs); the one expiring soonest is
+    /// revoked past this.
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    oauth_max_grants: u64,
+
+    /// Most codes issued and not yet redeemed; a new sign-in waits past this.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    oauth_max_pending_codes: u64,
+
+    /// Largest body the authorization server's endpoints read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value = "16384", value_parser = clap::value_parser!(u64).range(1024..=1_048_576))]
+    oauth_max_form_size: u64,
+}
+
+impl EmbeddedArgs {
+    /// Whether any flag of the embedded server was given without --enable-oauth.
+    fn stray(&self) -> Option<&'static str> {
+        [
+            (self.oauth_store.is_some(), "--oauth-store"),
+            (self.trusted_user_header.is_some(), "--trusted-user-header"),
+            (self.dev_user.is_some(), "--dev-user"),
+            (!self.allow_redirect_uri.is_empty(), "--allow-redirect-uri"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+}
+
+/// `--enable-oauth` and its companions, checked; `None` without `--enable-oauth`.
+pub fn auth_server(
+    args: &EmbeddedArgs,
+    scopes: &[String],
+    token_cache: usize,
+    port: u16,
+    host: IpAddr,
+    public_url: Option<&url::Url>,
+) -> Result<Option<AuthServerConfig>, String> {
+    if !args.enable_oauth {
+        if let Some(flag) = args.stray() {
+            return Err(format!(
+                "{flag} belongs to the embedded authorization server: add --enable-oauth"
+            ));
+        }
+        return Ok(None);
+    }
+    let store = match args.oauth_store.as_deref() {
+        Some(raw) => Location::parse(raw)?,
+        None => Location::Sqlite(default_store(port)?),
+    };
+    let trusted_user_header = match args.trusted_user_header.as_deref() {
+        None => None,
+        Some(name) => {
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+            if !valid {
+                return Err(format!(
+                    "--trusted-user-header '{name}' is not a header name (letters, digits, - and _), e.g. X-Forwarded-User"
+                ));
+            }
+            Some(name.to_ascii_lowercase())
+        }
+    };
+    if let Some(user) = &args.dev_user {
+        if user.trim().is_empty() || user.chars().any(char::is_control) || user.len() > 256 {
+            return Err(
+                "--dev-user needs a user name (1 to 256 characters, no control characters)".into(),
+            );
+        }
+        tracing::warn!(
+            user = %user,
+            "--dev-user signs everyone in as this user: for local testing only, never on a shared host"
+        );
+    }
+    if trusted_user_header.is_none() && args.dev_user.is_none() {
+        tracing::warn!(
+            "--enable-oauth without --trusted-user-header or --dev-user: nobody can sign in until one is set"
+        );
+    }
+    let allowed_redirect_uris = args
+        .allow_redirect_uri
+        .iter()
+        .map(|raw| {
+            url::Url::parse(raw)
+                .ok()
+                .filter(|u| {
+                    u.scheme() == "https"
+                        && u.host_str().is_some()
+                        && u.fragment().is_none()
+                        && u.query().is_none()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "--allow-redirect-uri '{raw}' must be an exact https URI without query, fragment or user, e.g. https://claude.ai/api/mcp/auth_callback"
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if public_url.is_none() {
+        if !host.is_loopback() {
+            return Err("--enable-oauth on a non-loopback address needs --public-url (the issuer must not come from a Host header anyone can send), e.g. --public-url https://mcp.example.com/mcp".into());
+        }
+        tracing::warn!(
+            "--enable-oauth without --public-url: the issuer is taken from each request's Host header"
+        );
+    }
+    if let Some(url) = public_url
+        && url.scheme() != "https"
+        && !url.host_str().is_some_and(is_loopback_name)
+    {
+        return Err(format!(
+            "--public-url '{url}' must be https for --enable-oauth (tokens and codes travel over it), unless it is a loopback address"
+        ));
+    }
+    Ok(Some(AuthServerConfig {
+        store,
+        limits: Limits {
+            max_clients: args.oauth_max_clients as usize,
+            max_grants: args.oauth_max_grants as usize,
+            max_pending_codes: args.oauth_max_pending_codes as usize,
+            connections: args.oauth_store_connections as usize,
+        },
+        access_token_ttl: args.access_token_ttl,
+        refresh_token_ttl: args.refresh_token_ttl,
+        scopes: scopes.to_vec(),
+        users: Users {
+            trusted_header: trusted_user_header,
+            dev_user: args.dev_user.clone(),
+        },
+        allowed_redirect_uris,
+        token_cache,
+        max_form_size: args.oauth_max_form_size as usize,
+    }))
+}
+
+/// Whole seconds from 60 to a year.
+fn grant_lifetime(value: &str) -> Result<Duration, String> {
+    match value.trim().parse::<u64>() {
+        Ok(s) if (60..=31_536_000).contains(&s) => Ok(Duration::from_secs(s)),
+        _ => Err(format!(
+            "'{value}' is not a whole number of seconds from 60 to 31536000 (a year), e.g. 2592000 (30 days)"
+        )),
+    }
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `$XDG_STATE_HOME/mcp-stdio/serve-oauth-PORT.db` (else under `~/.local/state`): one
+/// file per port, so two servers on one machine keep their grants apart.
+fn default_store(port: u16) -> Result<PathBuf, String> {
+    let tokens =
+        crate::oauth::store::file::FileStore::default_path(|name| std::env::var(name).ok())
+            .map_err(|e| format!("{e}; or give --oauth-store sqlite:PATH"))?;
+    Ok(tokens.with_file_name(format!("serve-oauth-{port}.db")))
+}

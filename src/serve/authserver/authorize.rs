@@ -1,0 +1,278 @@
+//! The authorization endpoint: GET validates the request and shows the consent page; the
+//! page's POST checks its CSRF token, re-validates everything, and sends the browser back
+//! with a code (or `access_denied`). Requests that cannot be sent back safely — unknown
+//! client, unregistered redirect — get a 400 page, never a redirect. Only `code` with
+//! PKCE S256; the code is bound to client, redirect, challenge, user, scope and resource
+//! and lives 60 seconds.
+
+use http::{HeaderMap, StatusCode};
+
+use super::AuthServer;
+use super::authorization::Authorization;
+use super::form::Params;
+use super::issuer::Issuer;
+use super::register::ClientRecord;
+use super::reply::{self, Reply};
+use super::store::Code;
+
+/// How long a code may wait to be redeemed.
+pub const CODE_LIFETIME_S: i64 = 60;
+
+/// What is wrong with a request: shown on a page, or sent back to the client.
+enum Invalid {
+    Page(String),
+    Redirect {
+        redirect_uri: String,
+        state: Option<String>,
+        error: &'static str,
+        description: String,
+    },
+}
+
+pub struct Context<'a> {
+    pub headers: &'a HeaderMap,
+    pub trusted_peer: bool,
+    pub issuer: &'a Issuer,
+}
+
+pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply {
+    let request = match validate(server, &Params::parse(query), cx.issuer).await {
+        Ok(request) => request,
+        Err(invalid) => return refuse(invalid, cx.issuer),
+    };
+    let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
+        Ok(user) => user,
+        Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+    };
+    let csrf = server.csrf.token(&user, &request, super::store::now());
+    super::consent::page(&user, &request, &csrf, &cx.issuer.endpoint("authorize"))
+}
+
+pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply {
+    let params = Params::parse(body);
+    let request = match validate(server, &params, cx.issuer).await {
+        Ok(request) => request,
+        Err(invalid) => return refuse(invalid, cx.issuer),
+    };
+    let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
+        Ok(user) => user,
+        Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+    };
+    let csrf = params.single("csrf").ok().flatten().unwrap_or("");
+    if !server
+        .csrf
+        .verify(csrf, &user, &request, super::store::now())
+    {
+        tracing::info!(client_id = %request.client_id, principal = %user, outcome = "csrf", "consent refused");
+        return reply::problem_page(
+            StatusCode::BAD_REQUEST,
+            "This consent form is stale or was not shown to you by this server. Start the sign-in again from your application.",
+        );
+    }
+    if params.single("decision").ok().flatten() != Some("approve") {
+        tracing::info!(client_id = %request.client_id, principal = %user, outcome = "denied", "consent");
+        return refuse(
+            back(&request, "access_denied", "the user denied access".into()),
+            cx.issuer,
+        );
+    }
+    let code = super::random_token();
+    let stored = server
+        .store
+        .add_code(
+            super::hash_token(&code),
+            Code {
+                client_id: request.client_id.clone(),
+                principal: user.clone(),
+                scope: request.scope.clone(),
+                resource: request.resource.clone(),
+                redirect_uri: request.redirect_uri.clone(),
+                code_challenge: request.code_challenge.clone(),
+                expires_at: super::store::now() + CODE_LIFETIME_S,
+            },
+        )
+        .await;
+    match stored {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("--oauth-max-pending-codes reached: a code was refused");
+            return refuse(
+                back(
+                    &request,
+                    "temporarily_unavailable",
+                    "too many sign-ins are in progress; try again in a minute".into(),
+                ),
+                cx.issuer,
+            );
+        }
+        Err(e) => {
+            tracing::error!("cannot store a code: {e}");
+            return refuse(
+                back(
+                    &request,
+                    "temporarily_unavailable",
+                    "the authorization server cannot reach its store".into(),
+                ),
+                cx.issuer,
+            );
+        }
+    }
+    tracing::info!(client_id = %request.client_id, principal = %user, scope = %request.scope, outcome = "approved", "consent");
+    let mut location = url::Url::parse(&request.redirect_uri).expect("validated");
+    {
+        let mut query = location.query_pairs_mut();
+        query.append_pair("code", &code);
+        if let Some(state) = &request.state {
+            query.append_pair("state", state);
+        }
+        if cx.issuer.is_https() {
+            query.append_pair("iss", &cx.issuer.identifier());
+        }
+    }
+    reply::redirect(location.as_str())
+}
+
+fn back(request: &Authorization, error: &'static str, description: String) -> Invalid {
+    Invalid::Redirect {
+        redirect_uri: request.redirect_uri.clone(),
+        state: request.state.clone(),
+        error,
+        description,
+    }
+}
+
+fn refuse(invalid: Invalid, issuer: &Issuer) -> Reply {
+    match invalid {
+        Invalid::Page(what) => {
+            tracing::info!(reason = %what, "authorization request refused (shown, not redirected)");
+            reply::problem_page(StatusCode::BAD_REQUEST, &what)
+        }
+        Invalid::Redirect {
+            redirect_uri,
+            state,
+            error,
+            description,
+        } => {
+            tracing::info!(outcome = error, reason = %description, "authorization request refused");
+            let mut location = url::Url::parse(&redirect_uri).expect("validated");
+            {
+                let mut query = location.query_pairs_mut();
+                query.append_pair("error", error);
+                query.append_pair("error_description", &description);
+                if let Some(state) = &state {
+                    query.append_pair("state", state);
+                }
+                if issuer.is_https() {
+                    query.append_pair("iss", &issuer.identifier());
+                }
+            }
+            reply::redirect(location.as_str())
+        }
+    }
+}
+
+async fn validate(
+    server: &AuthServer,
+    params: &Params,
+    issuer: &Issuer,
+) -> Result<Authorization, Invalid> {
+    let single = |name: &str| params.single(name).map_err(Invalid::Page);
+    let client_id = single("client_id")?
+        .ok_or_else(|| Invalid::Page("the request names no client_id".into()))?
+        .to_owned();
+    let client: ClientRecord = server.client(&client_id).await.map_err(Invalid::Page)?.ok_or_else(|| {
+        Invalid::Page(format!(
+            "the client '{client_id}' is not registered here; the application must register again (its registration may have been recycled)"
+        ))
+    })?;
+    let redirect_uri = match single("redirect_uri")? {
+        Some(uri) if super::redirect::matches(uri, &client.redirect_uris) => uri.to_owned(),
+        Some(uri) => {
+            return Err(Invalid::Page(format!(
+                "the redirect URI '{uri}' is not one this client registered"
+            )));
+        }
+        None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+        None => {
+            return Err(Invalid::Page(
+                "the request has no redirect_uri and the client registered several".into(),
+            ));
+        }
+    };
+    // From here on, errors go back to the client.
+    let (state, doubled_state) = match params.single("state") {
+        Ok(state) => (state.map(str::to_owned), None),
+        Err(why) => (None, Some(why)),
+    };
+    let partial = Authorization {
+        client_id,
+        client_name: client.client_name,
+        redirect_uri,
+        state,
+        code_challenge: String::new(),
+        scope: String::new(),
+        resource: String::new(),
+    };
+    let fail = |error: &'static str, description: String| back(&partial, error, description);
+    let get = |name: &str| {
+        params
+            .single(name)
+            .map_err(|why| fail("invalid_request", why))
+    };
+    if let Some(why) = doubled_state {
+        return Err(fail("invalid_request", why));
+    }
+    if get("response_type")? != Some("code") {
+        return Err(fail(
+            "unsupported_response_type",
+            "only response_type=code is supported".into(),
+        ));
+    }
+    match get("code_challenge_method")? {
+        Some("S256") => {}
+        Some(other) => {
+            return Err(fail(
+                "invalid_request",
+                format!("code_challenge_method {other} is not accepted: use S256"),
+            ));
+        }
+        None => {
+            return Err(fail(
+                "invalid_request",
+                "PKCE is required: send code_challenge and code_challenge_method=S256".into(),
+            ));
+        }
+    }
+    let challenge = get("code_challenge")?
+        .filter(|c| {
+            c.len() == 43
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .ok_or_else(|| {
+            fail(
+                "invalid_request",
+                "code_challenge must be the base64url SHA-256 of the verifier (43 characters)"
+                    .into(),
+            )
+        })?
+        .to_owned();
+    let ours = issuer.resource();
+    let resource = match get("resource")? {
+        Some(asked) if super::issuer::same_resource(asked, &ours) => ours,
+        Some(asked) => {
+            return Err(fail(
+                "invalid_target",
+                format!("this server issues tokens only for {ours}, not {asked}"),
+            ));
+        }
+        None => ours,
+    };
+    let scope = server.grantable_scope(get("scope")?);
+    Ok(Authorization {
+        code_challenge: challenge,
+        scope,
+        resource,
+        ..partial
+    })
+}

@@ -1,0 +1,259 @@
+//! The embedded OAuth 2.1 authorization server (`--enable-oauth`): metadata (RFC 8414),
+//! dynamic client registration (RFC 7591), the authorization endpoint with a consent
+//! page, the token endpoint (code + PKCE S256, refresh rotation with replay detection)
+//! and revocation (RFC 7009). Tokens are opaque 256-bit random strings; the store keeps
+//! only their SHA-256. The front door routes requests here and asks `check_access` about
+//! each MCP request's bearer.
+
+mod authorization;
+mod authorize;
+mod consent;
+mod form;
+mod issuer;
+mod metadata;
+mod redirect;
+mod register;
+mod reply;
+mod revoke;
+pub mod store;
+mod token;
+pub mod users;
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+use url::Url;
+
+use super::remembered::{Remembered, digest};
+pub use issuer::Issuer;
+pub use reply::Reply;
+pub use store::Grant;
+
+/// Access tokens start with this (secret scanners and logs can recognize them).
+const ACCESS_PREFIX: &str = "mcpat_";
+const REFRESH_PREFIX: &str = "mcprt_";
+/// How long an accepted access token is believed without asking the store again (a
+/// revocation in this process forgets them all at once).
+const ACCEPTED_FOR: Duration = Duration::from_secs(10);
+
+/// `--enable-oauth` and what goes with it.
+#[derive(Debug, Clone)]
+pub struct AuthServerConfig {
+    pub store: store::Location,
+    pub limits: store::Limits,
+    /// `--access-token-ttl`.
+    pub access_token_ttl: Duration,
+    /// `--refresh-token-ttl`: how long a grant lives without being refreshed.
+    pub refresh_token_ttl: Duration,
+    /// `--oauth-scope`: offered, granted by default, and required of every token.
+    pub scopes: Vec<String>,
+    pub users: users::Users,
+    /// `--allow-redirect-uri`: https redirect URIs clients may register.
+    pub allowed_redirect_uris: Vec<Url>,
+    /// `--oauth-token-cache`: accepted tokens remembered; 0 asks the store every time.
+    pub token_cache: usize,
+    /// `--oauth-max-form-size`: the largest body the endpoints read.
+    pub max_form_size: usize,
+}
+
+/// One of the server's endpoints, as a request names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Metadata,
+    Register,
+    AuthorizePage,
+    AuthorizeDecision,
+    Token,
+    Revoke,
+}
+
+/// What the front door knows about a request to an endpoint.
+pub struct Request<'a> {
+    pub headers: &'a HeaderMap,
+    pub query: &'a str,
+    pub body: Bytes,
+    /// Whether the peer is a `--trusted-proxy` (its user header is believed).
+    pub trusted_peer: bool,
+    pub issuer: Issuer,
+}
+
+/// Why an access token is not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessRefused {
+    /// Unknown, expired or revoked.
+    Unknown,
+    /// Issued for another resource.
+    WrongResource,
+    /// The store cannot be reached.
+    Unavailable,
+}
+
+pub struct AuthServer {
+    pub config: AuthServerConfig,
+    store: store::Store,
+    csrf: consent::Csrf,
+    accepted: Remembered<Grant>,
+}
+
+/// A body over `--oauth-max-form-size`.
+pub fn too_large(max: usize) -> Reply {
+    reply::error(
+        http::StatusCode::PAYLOAD_TOO_LARGE,
+        "invalid_request",
+        &format!("the request body is over {max} bytes (--oauth-max-form-size)"),
+    )
+}
+
+/// A fresh 256-bit random value, base64url (43 characters).
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).expect("the system's random source");
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// What the store keeps of a token or code: its SHA-256, base64url.
+pub fn hash_token(token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(digest(token))
+}
+
+impl AuthServer {
+    /// Opens the store (migrating it) and starts serving.
+    pub async fn open(config: AuthServerConfig) -> Result<Self, String> {
+        let store = store::Store::open(&config.store, config.limits)
+            .await
+            .map_err(|e| format!("cannot open --oauth-store {}: {e}", config.store.describe()))?;
+        Ok(AuthServer {
+            accepted: Remembered::new(config.token_cache),
+            config,
+            store,
+            csrf: consent::Csrf::new(),
+        })
+    }
+
+    /// The endpoint `method` and `path` name, if any.
+    pub fn endpoint(&self, method: &Method, path: &str, issuer: &Issuer) -> Option<Endpoint> {
+        const METADATA: [&str; 2] = [
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/openid-configuration",
+        ];
+        if *method == Method::GET
+            && METADATA
+                .iter()
+                .any(|m| path.starts_with(m) || path.ends_with(m))
+        {
+            return Some(Endpoint::Metadata);
+        }
+        match (method, issuer.local_endpoint(path)?) {
+            (&Method::POST, "register") => Some(Endpoint::Register),
+            (&Method::GET, "authorize") => Some(Endpoint::AuthorizePage),
+            (&Method::POST, "authorize") => Some(Endpoint::AuthorizeDecision),
+            (&Method::POST, "token") => Some(Endpoint::Token),
+            (&Method::POST, "revoke") => Some(Endpoint::Revoke),
+            _ => None,
+        }
+    }
+
+    pub async fn serve(&self, endpoint: Endpoint, request: Request<'_>) -> Reply {
+        let cx = authorize::Context {
+            headers: request.headers,
+            trusted_peer: request.trusted_peer,
+            issuer: &request.issuer,
+        };
+        match endpoint {
+            Endpoint::Metadata => metadata::document(self, &request.issuer),
+            Endpoint::Register => register::register(self, &request.body).await,
+            Endpoint::AuthorizePage => authorize::show(self, request.query.as_bytes(), &cx).await,
+            Endpoint::AuthorizeDecision => authorize::decide(self, &request.body, &cx).await,
+            Endpoint::Token => token::token(self, request.headers, &request.body).await,
+            Endpoint::Revoke => revoke::revoke(self, &request.body).await,
+        }
+    }
+
+    /// The grant behind an MCP request's access token, if it is live and for `resource`.
+    pub async fn check_access(&self, token: &str, resource: &str) -> Result<Grant, AccessRefused> {
+        let key = digest(token);
+        let grant = match self.accepted.get(&key) {
+            Some(grant) => grant,
+            None => {
+                if !token.starts_with(ACCESS_PREFIX) {
+                    return Err(AccessRefused::Unknown);
+                }
+                let found = self.store.access(hash_token(token)).await.map_err(|e| {
+                    tracing::error!("the authorization server's store failed: {e}");
+                    AccessRefused::Unavailable
+                })?;
+                let (grant, expires_at) = found.ok_or(AccessRefused::Unknown)?;
+                let remaining = Duration::from_secs((expires_at - store::now()).max(0) as u64);
+                self.accepted
+                    .insert(key, grant.clone(), remaining.min(ACCEPTED_FOR));
+                grant
+            }
+        };
+        if !grant.resource.is_empty() && !issuer::same_resource(&grant.resource, resource) {
+            return Err(AccessRefused::WrongResource);
+        }
+        Ok(grant)
+    }
+
+    /// Deletes what can no longer matter, once a minute, until `closing` fires.
+    pub async fn keep_house(&self, closing: tokio_util::sync::CancellationToken) {
+        let mut every = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = closing.cancelled() => return,
+                _ = every.tick() => {
+                    if let Err(e) = self.store.collect_garbage().await {
+                        tracing::warn!("the authorization server's housekeeping failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The scopes an authorization request gets: those it asks for that are offered, or
+    /// every offered one when it asks for none of them.
+    fn grantable_scope(&self, requested: Option<&str>) -> String {
+        let offered = &self.config.scopes;
+        let asked: Vec<&str> = requested
+            .unwrap_or("")
+            .split(' ')
+            .filter(|s| offered.iter().any(|o| o == s))
+            .collect();
+        if asked.is_empty() {
+            offered.join(" ")
+        } else {
+            asked.join(" ")
+        }
+    }
+
+    async fn client(&self, client_id: &str) -> Result<Option<register::ClientRecord>, String> {
+        let stored = self.store.client(client_id.to_owned()).await.map_err(|e| {
+            tracing::error!("the authorization server's store failed: {e}");
+            "the authorization server cannot reach its store; try again shortly".to_owned()
+        })?;
+        Ok(stored.and_then(|json| serde_json::from_str(&json).ok()))
+    }
+
+    /// A new access and refresh token pair: their hashes for the store, the values for
+    /// the client.
+    fn new_tokens(&self) -> (store::Issue, String, String) {
+        let access = format!("{ACCESS_PREFIX}{}", random_token());
+        let refresh = format!("{REFRESH_PREFIX}{}", random_token());
+        let now = store::now();
+        let issue = store::Issue {
+            access_hash: hash_token(&access),
+            access_expires_at: now + self.config.access_token_ttl.as_secs() as i64,
+            refresh_hash: hash_token(&refresh),
+            refresh_expires_at: now + self.config.refresh_token_ttl.as_secs() as i64,
+        };
+        (issue, access, refresh)
+    }
+
+    /// A grant was revoked here: tokens believed so far are checked again.
+    fn forget_accepted(&self) {
+        self.accepted.clear();
+    }
+}

@@ -1,0 +1,99 @@
+//! The shared store: PostgreSQL, so that several serve replicas see one set of grants.
+//! A few connections (`--oauth-store-connections`) are kept; statements run on the
+//! blocking pool through the synchronous client. TLS follows the URL's `sslmode`
+//! (`prefer` by default), verified against the system's trust store.
+
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+
+use super::sql::{SqlError, Tx, postgres_error};
+
+/// A key for `pg_advisory_xact_lock`: replicas starting together migrate one at a time.
+const MIGRATION_LOCK: i64 = 0x6d63_705f_7374_6f72; // "mcp_stor"
+
+#[derive(Clone)]
+pub struct Postgres {
+    config: postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    idle: Arc<Mutex<Vec<postgres::Client>>>,
+    slots: Arc<Semaphore>,
+}
+
+impl Postgres {
+    /// Connects and migrates. `url` is a `postgres://` URL or key=value string.
+    pub async fn open(url: &str, connections: usize) -> Result<Self, SqlError> {
+        let config = postgres::Config::from_str(url).map_err(|e| {
+            SqlError(format!(
+                "--oauth-store: not a PostgreSQL connection string ({e}); e.g. postgres://mcp@db.internal/mcp_stdio?sslmode=require"
+            ))
+        })?;
+        let tls = crate::http::client::tls_config(true, &[]).map_err(SqlError)?;
+        let store = Postgres {
+            config,
+            tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls),
+            idle: Arc::new(Mutex::new(Vec::new())),
+            slots: Arc::new(Semaphore::new(connections.max(1))),
+        };
+        store
+            .transaction(|tx| {
+                tx.query("SELECT pg_advisory_xact_lock($1)", &[MIGRATION_LOCK.into()])?;
+                super::migrations::apply(tx).map(|_| ())
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// Runs `work` in one transaction on a pooled connection (committed on `Ok`).
+    pub async fn transaction<R, F>(&self, work: F) -> Result<R, SqlError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut dyn Tx) -> Result<R, SqlError> + Send + 'static,
+    {
+        let permit = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| SqlError("the store is closed".into()))?;
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut client = store.client()?;
+            let result = (|| {
+                let mut tx = client.transaction().map_err(postgres_error)?;
+                let result = work(&mut tx)?;
+                tx.commit().map_err(postgres_error)?;
+                Ok(result)
+            })();
+            if !client.is_closed() {
+                store
+                    .idle
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(client);
+            }
+            result
+        })
+        .await
+        .map_err(|e| SqlError(format!("the store's worker failed: {e}")))?
+    }
+
+    fn client(&self) -> Result<postgres::Client, SqlError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        match idle {
+            Some(client) if !client.is_closed() => Ok(client),
+            _ => self.config.connect(self.tls.clone()).map_err(|e| {
+                SqlError(format!(
+                    "cannot connect to the PostgreSQL store: {}",
+                    postgres_error(e).0.trim_start_matches("postgres: ")
+                ))
+            }),
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The attack corpus on the embedded authorization server: each attack is refused, says
+//! why, issues nothing, and leaves what was already granted as it was (or, for a replay,
+//! revokes exactly the family it came from).
+
+use serde_json::json;
+
+use crate::common::serve::*;
+use crate::common::signin::*;
+use crate::serve_oauth::{initialize_with, start_as};
+
+fn error_of(answer: &Answer) -> String {
+    answer.json()["error"].as_str().unwrap_or("").to_owned()
+}
+
+#[tokio::test]
+async fn pkce_is_required_and_only_s256() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &[]).await;
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    // `plain`, and no challenge at all: sent back as invalid_request, no consent page.
+    let plain = authorize_path(&client_id, &pkce, &[]).replace("S256", "plain");
+    let missing = authorize_path(&client_id, &pkce, &[])
+        .replace(&format!("&code_challenge={}", pkce.challenge), "");
+    for path in [plain, missing] {
+        let answer = serve.send("GET", &path, &[], "").await;
+        assert_eq!(answer.status, 303, "{path}: {}", answer.body);
+        assert_eq!(
+            location_param(&answer, "error").as_deref(),
+            Some("invalid_request")
+        );
+        assert!(location_param(&answer, "code").is_none());
+    }
+    // A code redeemed without a verifier, or with a wrong one, gets no token; the wrong
+    // one spends the code.
+    let code = code_for(&serve, &client_id, &pkce, &[]).await;
+    let without = serve
+        .send_form(
+            "/token",
+            &[],
+            &[
+                ("grant_type", "authorization_code"),
+                ("client_id", &client_id),
+                ("code", &code),
+                ("redirect_uri", REDIRECT),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (without.status, error_of(&without)),
+        (400, "invalid_request".into())
+    );
+    let wrong = redeem(&serve, &client_id, &code, &Pkce::new().verifier).await;
+    assert_eq!(
+        (wrong.status, error_of(&wrong)),
+        (400, "invalid_grant".into())
+    );
+    let right_too_late = redeem(&serve, &client_id, &code, &pkce.verifier).await;
+    assert_eq!(error_of(&right_too_late), "invalid_grant");
+}
+
+#[tokio::test]
+async fn a_replayed_code_revokes_the_tokens_it_produced() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &[]).await;
+    let (_, bystander) = sign_in(&serve).await;
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    let code = code_for(&serve, &client_id, &pkce, &[]).await;
+    let stolen = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
+    assert_eq!(initialize_with(&serve, &stolen.access).await.status, 200);
+    let replay = redeem(&serve, &client_id, &code, &pkce.verifier).await;
+    assert_eq!(error_of(&replay), "invalid_grant", "{}", replay.body);
+    assert_eq!(initialize_with(&serve, &stolen.access).await.status, 401);
+    assert_eq!(
+        refresh(&serve, &client_id, &stolen.refresh).await.status,
+        400
+    );
+    // Another grant is untouched.
+    assert_eq!(initialize_with(&serve, &bystander.access).await.status, 200);
+    serve.wait_stderr("whole grant is revoked").await;
+}
+
+#[tokio::test]
+async fn a_code_and_a_refresh_token_work_only_for_their_own_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &[]).await;
+    let (victim, victim_tokens) = sign_in(&serve).await;
+    let attacker = register(&serve).await;
+    let pkce = Pkce::new();
+    let code = code_for(&serve, &victim, &pkce, &[]).await;
+    let swapped = redeem(&serve, &attacker, &code, &pkce.verifier).await;
+    assert_eq!(error_of(&swapped), "invalid_grant");
+    let taken = refresh(&serve, &attacker, &victim_tokens.refresh).await;
+    assert_eq!(error_of(&taken), "invalid_grant");
+    let unknown_client = refresh(&serve, "not-a-client", &victim_tokens.refresh).await;
+    assert_eq!(
+        (unknown_client.status, error_of(&unknown_client)),
+        (401, "invalid_client".into())
+    );
+    let revoke_as_attacker = serve
+        .send_form(
+            "/revoke",
+            &[],
+            &[("token", &victim_tokens.refresh), ("client_id", &attacker)],
+        )
+        .await;
+    assert_eq!(revoke_as_attacker.status, 200);
+    assert_eq!(
+        initialize_with(&serve, &victim_tokens.access).await.status,
+        200,
+        "still the victim's"
+    );
+    assert_eq!(
+        refresh(&serve, &victim, &victim_tokens.refresh)
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn redirect_problems_get_a_page_never_a_redirect() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(
+        &dir,
+        &["--allow-redirect-uri", "https://app.example.com/cb"],
+    )
+    .await;
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    for evil in [
+        "https://evil.example.com/callback",
+        "http://127.0.0.1.evil.example.com/callback",
+        "http://127.0.0.1:7777/other",
+        "https://app.example.com/cb",
+        "//evil.example.com/callback",
+    ] {
+        let path = authorize_path(&client_id, &pkce, &[]).replace(
+            &url::form_urlencoded::byte_serialize(REDIRECT.as_bytes()).collect::<String>(),
+            &url::form_urlencoded::byte_serialize(evil.as_bytes()).collect::<String>(),
+        );
+        let answer = serve.send("GET", &path, &[], "").await;
+        assert_eq!(answer.status, 400, "{evil}: {}", answer.body);
+        assert!(answer.headers.get("location").is_none(), "{evil}");
+        assert!(
+            answer.body.contains("not one this client registered"),
+            "{}",
+            answer.body
+        );
+    }
+    let unknown = serve
+        .send(
+            "GET",
+            &authorize_path("no-such-client", &pkce, &[]),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(unknown.status, 400);
+    assert!(unknown.headers.get("location").is_none());
+    // A loopback redirect with another port is the same registration (RFC 8252).
+    let other_port = authorize_path(&client_id, &pkce, &[]).replace("7777", "8888");
+    assert_eq!(serve.send("GET", &other_port, &[], "").await.status, 200);
+    // Another resource than this server: sent back as invalid_target.
+    let elsewhere = authorize_path(
+        &client_id,
+        &pkce,
+        &[("resource", "https://other.example.com/mcp")],
+    );
+    let answer = serve.send("GET", &elsewhere, &[], "").await;
+    assert_eq!(
+        location_param(&answer, "error").as_deref(),
+        Some("invalid_target")
+    );
+    // Parameters given twice.
+    let doubled = format!("{}&state=again", authorize_path(&client_id, &pkce, &[]));
+    assert_eq!(serve.send("GET", &doubled, &[], "").await.status, 303);
+}
+
+#[tokio::test]
+async fn registration_refuses_what_it_cannot_honour() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &["--oauth-max-form-size", "2048"]).await;
+    let cases = [
+        ("not json".to_owned(), 400, "invalid_client_metadata"),
+        ("[]".to_owned(), 400, "invalid_client_metadata"),
+        (json!({}).to_string(), 400, "invalid_redirect_uri"),
+        (json!({"redirect_uris": []}).to_string(), 400, "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://evil.example.com/cb"]}).to_string(), 400, "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["javascript:alert(1)"]}).to_string(), 400, "invalid_redirect_uri"),
+        (json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "client_secret_basic"}).to_string(), 400, "invalid_client_metadata"),
+        (json!({"redirect_uris": [REDIRECT], "grant_types": ["client_credentials"]}).to_string(), 400, "invalid_client_metadata"),
+        (json!({"redirect_uris": [REDIRECT], "client_name": "x".repeat(300)}).to_string(), 400, "invalid_client_metadata"),
+        (json!({"redirect_uris": [REDIRECT], "client_name": "a".repeat(4000)}).to_string(), 413, "invalid_request"),
+    ];
+    for (body, status, error) in cases {
+        let answer = serve.send("POST", "/register", &[], &body).await;
+        assert_eq!(answer.status, status, "{body:.80}: {}", answer.body);
+        assert_eq!(error_of(&answer), error, "{body:.80}");
+        assert!(
+            answer.json()["error_description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty())
+        );
+    }
+    // The channel is alive: a good registration still works.
+    register(&serve).await;
+}
+
+#[tokio::test]
+async fn a_forged_or_stale_consent_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &[]).await;
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    let page = serve
+        .send("GET", &authorize_path(&client_id, &pkce, &[]), &[], "")
+        .await;
+    let mut fields = form_fields(&page.body);
+    fields.push(("decision".into(), "approve".into()));
+    let post = |fields: Vec<(String, String)>| {
+        let serve = &serve;
+        async move {
+            let pairs: Vec<(&str, &str)> = fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            serve.send_form("/authorize", &[], &pairs).await
+        }
+    };
+    let without_csrf: Vec<_> = fields
+        .iter()
+        .filter(|(k, _)| k != "csrf")
+        .cloned()
+        .collect();
+    let forged: Vec<_> = fields
+        .iter()
+        .map(|(k, v)| {
+            if k == "csrf" {
+                (k.clone(), "1.AAAA".to_owned())
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
+        .collect();
+    // The token is for this exact request: another challenge (the attacker's) fails.
+    let other_request: Vec<_> = fields
+        .iter()
+        .map(|(k, v)| {
+            if k == "code_challenge" {
+                (k.clone(), Pkce::new().challenge)
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
+        .collect();
+    for attempt in [without_csrf, forged, other_request] {
+        let answer = post(attempt).await;
+        assert_eq!(answer.status, 400, "{}", answer.body);
+        assert!(answer.headers.get("location").is_none());
+    }
+    // The genuine form still works (the channel is alive).
+    let answer = post(fields).await;
+    assert_eq!(answer.status, 303);
+    assert!(location_param(&answer, "code").is_some());
+    // Denying sends access_denied back.
+    let denied = consent(
+        &serve,
+        &authorize_path(&client_id, &Pkce::new(), &[]),
+        &[],
+        "deny",
+    )
+    .await;
+    assert_eq!(
+        location_param(&denied, "error").as_deref(),
+        Some("access_denied")
+    );
+}
+
+#[tokio::test]
+async fn every_table_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(
+        &dir,
+        &[
+            "--oauth-max-clients",
+            "2",
+            "--oauth-max-grants",
+            "1",
+            "--oauth-max-pending-codes",
+            "1",
+        ],
+    )
+    .await;
+    // Clients: the oldest is recycled.
+    let (first, first_tokens) = sign_in(&serve).await;
+    let _second = register(&serve).await;
+    let third = register(&serve).await;
+    let recycled = serve
+        .send("GET", &authorize_path(&first, &Pkce::new(), &[]), &[], "")
+        .await;
+    assert_eq!(recycled.status, 400, "{}", recycled.body);
+    assert_eq!(
+        initialize_with(&serve, &first_tokens.access).await.status,
+        401,
+        "its grant went with it"
+    );
+    // Pending codes: one waits, the next sign-in is told to try again.
+    let pkce = Pkce::new();
+    let waiting = code_for(&serve, &third, &pkce, &[]).await;
+    let refused = consent(
+        &serve,
+        &authorize_path(&third, &Pkce::new(), &[]),
+        &[],
+        "approve",
+    )
+    .await;
+    assert_eq!(
+        location_param(&refused, "error").as_deref(),
+        Some("temporarily_unavailable")
+    );
+    // Grants: a second one revokes the one expiring soonest.
+    let one = tokens(&redeem(&serve, &third, &waiting, &pkce.verifier).await);
+    assert_eq!(initialize_with(&serve, &one.access).await.status, 200);
+    let pkce = Pkce::new();
+    let code = code_for(&serve, &third, &pkce, &[]).await;
+    let two = tokens(&redeem(&serve, &third, &code, &pkce.verifier).await);
+    assert_eq!(initialize_with(&serve, &two.access).await.status, 200);
+    assert_eq!(initialize_with(&serve, &one.access).await.status, 401);
+}
