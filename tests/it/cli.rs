@@ -169,3 +169,74 @@ fn a_bad_environment_token_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn serve_takes_one_way_of_checking_callers() {
+    let fixture = crate::common::serve::fixture();
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--port", "0"];
+        args.extend_from_slice(extra);
+        args.extend(["--", fixture.as_str()]);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let check = |extra: &[&str], needle: &str| {
+        let args = serve(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&args, needle);
+    };
+    check(
+        &["--enable-oauth", "--dev-user", "a", "--auth-token", "t0ken"],
+        "not several",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--dev-user",
+            "a",
+            "--oauth-issuer",
+            "https://login.example.com",
+            "--public-url",
+            "http://127.0.0.1/mcp",
+        ],
+        "not several",
+    );
+    check(&["--dev-user", "a"], "add --enable-oauth");
+    check(&["--oauth-store", "sqlite:/tmp/x.db"], "add --enable-oauth");
+    check(
+        &["--enable-oauth", "--host", "0.0.0.0"],
+        "needs --public-url",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--public-url",
+            "http://mcp.example.com/mcp",
+        ],
+        "must be https",
+    );
+    check(
+        &["--enable-oauth", "--oauth-store", "mysql://x"],
+        "sqlite:PATH",
+    );
+    check(
+        &["--enable-oauth", "--trusted-user-header", "X User"],
+        "--trusted-user-header",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--allow-redirect-uri",
+            "http://app.example.com/cb",
+        ],
+        "--allow-redirect-uri",
+    );
+    check(
+        &["--enable-oauth", "--refresh-token-ttl", "5"],
+        "--refresh-token-ttl",
+    );
+    check(
+        &["--enable-oauth", "--oauth-max-clients", "0"],
+        "--oauth-max-clients",
+    );
+    check(&["--oauth-scope", "mcp"], "--enable-oauth");
+}

@@ -9,6 +9,8 @@ mod migrations;
 mod postgres;
 mod sql;
 mod sqlite;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 
@@ -140,6 +142,13 @@ pub enum Revoked {
     Nothing,
 }
 
+/// Microseconds since the epoch (orders registrations and grants made in one second).
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 pub fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -184,13 +193,13 @@ impl Store {
         self.transaction(move |tx| {
             let now = now();
             tx.execute(
-                "INSERT INTO clients (client_id, metadata, created_at) VALUES ($1, $2, $3)",
-                &[client_id.into(), metadata.into(), now.into()],
+                "INSERT INTO clients (client_id, metadata, created_us) VALUES ($1, $2, $3)",
+                &[client_id.into(), metadata.into(), now_us().into()],
             )?;
             let count = count(tx, "SELECT COUNT(*) FROM clients", &[])?;
             if count > max {
                 let oldest = tx.query(
-                    "SELECT client_id FROM clients ORDER BY created_at, client_id LIMIT $1",
+                    "SELECT client_id FROM clients ORDER BY created_us, client_id LIMIT $1",
                     &[(count - max).into()],
                 )?;
                 for row in oldest {
@@ -306,19 +315,19 @@ impl Store {
                 resource: code.resource,
             };
             tx.execute(
-                "INSERT INTO grants (grant_id, client_id, principal, scope, resource, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO grants (grant_id, client_id, principal, scope, resource, created_us, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     grant.grant_id.clone().into(),
                     grant.client_id.clone().into(),
                     grant.principal.clone().into(),
                     grant.scope.clone().into(),
                     grant.resource.clone().into(),
-                    now.into(),
+                    now_us().into(),
                     issue.refresh_expires_at.into(),
                 ],
             )?;
             tx.execute("UPDATE codes SET grant_id = $1 WHERE code_hash = $2", &[grant.grant_id.clone().into(), code_hash.into()])?;
-            insert_tokens(tx, &grant.grant_id, &issue, now)?;
+            insert_tokens(tx, &grant.grant_id, &issue, now, 0)?;
             evict_grants(tx, max_grants, now)?;
             Ok(Redeemed::Issued(grant))
         })
@@ -373,16 +382,20 @@ impl Store {
                 return Ok(Redeemed::Refused(e));
             }
             // One rotation's overlap: the access token issued just before stays valid (a
-            // request may be in flight with it); older ones of this grant end now.
+            // request may be in flight with it); older ones of this grant end now. So a
+            // grant never has more than two live access tokens.
+            let generation = tx
+                .query_one(
+                    "UPDATE grants SET generation = generation + 1, expires_at = $1 WHERE grant_id = $2 RETURNING generation",
+                    &[issue.refresh_expires_at.into(), grant_id.clone().into()],
+                )?
+                .and_then(|row| row[0].int())
+                .unwrap_or(0);
             tx.execute(
-                "DELETE FROM tokens WHERE grant_id = $1 AND kind = 'access' AND token_hash NOT IN (SELECT token_hash FROM tokens WHERE grant_id = $1 AND kind = 'access' ORDER BY issued_at DESC, token_hash LIMIT 1)",
-                &[grant_id.clone().into()],
+                "DELETE FROM tokens WHERE grant_id = $1 AND kind = 'access' AND generation < $2",
+                &[grant_id.clone().into(), (generation - 1).into()],
             )?;
-            insert_tokens(tx, &grant_id, &issue, now)?;
-            tx.execute(
-                "UPDATE grants SET expires_at = $1 WHERE grant_id = $2",
-                &[issue.refresh_expires_at.into(), grant_id.into()],
-            )?;
+            insert_tokens(tx, &grant_id, &issue, now, generation)?;
             Ok(Redeemed::Issued(grant))
         })
         .await
@@ -498,14 +511,20 @@ fn revoke_grant(tx: &mut dyn Tx, grant_id: &str, now: i64) -> Result<(), SqlErro
     Ok(())
 }
 
-fn insert_tokens(tx: &mut dyn Tx, grant_id: &str, issue: &Issue, now: i64) -> Result<(), SqlError> {
+fn insert_tokens(
+    tx: &mut dyn Tx,
+    grant_id: &str,
+    issue: &Issue,
+    now: i64,
+    generation: i64,
+) -> Result<(), SqlError> {
     for (hash, kind, expires) in [
         (&issue.access_hash, "access", issue.access_expires_at),
         (&issue.refresh_hash, "refresh", issue.refresh_expires_at),
     ] {
         tx.execute(
-            "INSERT INTO tokens (token_hash, grant_id, kind, issued_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
-            &[hash.as_str().into(), grant_id.into(), kind.into(), now.into(), expires.into()],
+            "INSERT INTO tokens (token_hash, grant_id, kind, generation, issued_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[hash.as_str().into(), grant_id.into(), kind.into(), generation.into(), now.into(), expires.into()],
         )?;
     }
     Ok(())
@@ -522,7 +541,7 @@ fn evict_grants(tx: &mut dyn Tx, max: i64, now: i64) -> Result<(), SqlError> {
         return Ok(());
     }
     let victims = tx.query(
-        "SELECT grant_id FROM grants WHERE revoked_at IS NULL ORDER BY expires_at, created_at LIMIT $1",
+        "SELECT grant_id FROM grants WHERE revoked_at IS NULL ORDER BY expires_at, created_us LIMIT $1",
         &[(live - max).into()],
     )?;
     for row in victims {

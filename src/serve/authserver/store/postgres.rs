@@ -13,11 +13,29 @@ use super::sql::{SqlError, Tx, postgres_error};
 /// A key for `pg_advisory_xact_lock`: replicas starting together migrate one at a time.
 const MIGRATION_LOCK: i64 = 0x6d63_705f_7374_6f72; // "mcp_stor"
 
+/// Connections waiting for the next transaction.
+struct Idle(Mutex<Vec<postgres::Client>>);
+
+impl Drop for Idle {
+    /// A synchronous client closes its connection by running its own little runtime,
+    /// which must not happen on an async worker: they are closed on a thread of their own.
+    fn drop(&mut self) {
+        let clients = std::mem::take(
+            self.0
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if !clients.is_empty() {
+            std::thread::spawn(move || drop(clients));
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Postgres {
     config: postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
-    idle: Arc<Mutex<Vec<postgres::Client>>>,
+    idle: Arc<Idle>,
     slots: Arc<Semaphore>,
 }
 
@@ -33,12 +51,12 @@ impl Postgres {
         let store = Postgres {
             config,
             tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls),
-            idle: Arc::new(Mutex::new(Vec::new())),
+            idle: Arc::new(Idle(Mutex::new(Vec::new()))),
             slots: Arc::new(Semaphore::new(connections.max(1))),
         };
         store
             .transaction(|tx| {
-                tx.query("SELECT pg_advisory_xact_lock($1)", &[MIGRATION_LOCK.into()])?;
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[MIGRATION_LOCK.into()])?;
                 super::migrations::apply(tx).map(|_| ())
             })
             .await?;
@@ -70,6 +88,7 @@ impl Postgres {
             if !client.is_closed() {
                 store
                     .idle
+                    .0
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(client);
@@ -83,6 +102,7 @@ impl Postgres {
     fn client(&self) -> Result<postgres::Client, SqlError> {
         let idle = self
             .idle
+            .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop();

@@ -3,9 +3,10 @@
 CREATE TABLE clients (
     client_id  TEXT PRIMARY KEY,
     metadata   TEXT NOT NULL,
-    created_at BIGINT NOT NULL
+    -- Microseconds: the order of recycling must be the order of registration.
+    created_us BIGINT NOT NULL
 );
-CREATE INDEX clients_created ON clients (created_at);
+CREATE INDEX clients_created ON clients (created_us);
 
 -- One grant family: what one user let one client do. Every token issued from one
 -- authorization code belongs to it; revoking it ends them all.
@@ -15,9 +16,12 @@ CREATE TABLE grants (
     principal  TEXT NOT NULL,
     scope      TEXT NOT NULL,
     resource   TEXT NOT NULL,
-    created_at BIGINT NOT NULL,
+    created_us BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
-    revoked_at BIGINT
+    revoked_at BIGINT,
+    -- How many times its refresh token was rotated; each token records the generation it
+    -- was issued in.
+    generation BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX grants_client ON grants (client_id);
 CREATE INDEX grants_expires ON grants (expires_at);
@@ -41,6 +45,7 @@ CREATE TABLE tokens (
     token_hash TEXT PRIMARY KEY,
     grant_id   TEXT NOT NULL,
     kind       TEXT NOT NULL,
+    generation BIGINT NOT NULL,
     issued_at  BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
     used_at    BIGINT
