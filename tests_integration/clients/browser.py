@@ -1,13 +1,48 @@
 """A `$BROWSER` stand-in for OAuth tests: it opens the authorization URL and follows the
-redirects back to the relay's loopback callback, keeping cookies as a browser does (login
-and consent steps of real providers rely on them), as a user's browser would after they
-approve."""
+redirects back to the client's loopback callback, keeping cookies as a browser does (login
+and consent steps of real providers rely on them). When a page holds a consent form (a POST
+form with a `decision` button, as `serve --enable-oauth` shows), it presses Allow, as the
+user would: the hidden fields are sent back as they are."""
 
 import sys
+import urllib.parse
 import urllib.request
+from html.parser import HTMLParser
 from http.cookiejar import CookieJar
 
-if __name__ == "__main__":
+
+class ConsentForm(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.action = None
+        self.fields = []
+        self.approve = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and (attrs.get("method") or "").lower() == "post":
+            self.action = attrs.get("action")
+        elif tag == "input" and attrs.get("type") == "hidden" and attrs.get("name"):
+            self.fields.append((attrs["name"], attrs.get("value") or ""))
+        elif tag == "button" and attrs.get("name") == "decision" and attrs.get("value") == "approve":
+            self.approve = ("decision", "approve")
+
+
+def open_and_consent(url: str) -> str:
+    """Opens `url`, presses Allow on a consent page if one comes; the last page's text."""
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
-    with opener.open(sys.argv[-1], timeout=30) as response:
-        response.read()
+    with opener.open(url, timeout=30) as response:
+        page = response.read().decode("utf-8", "replace")
+        where = response.geturl()
+    form = ConsentForm()
+    form.feed(page)
+    if form.action and form.approve:
+        body = urllib.parse.urlencode(form.fields + [form.approve]).encode()
+        action = urllib.parse.urljoin(where, form.action)
+        with opener.open(urllib.request.Request(action, data=body), timeout=30) as response:
+            page = response.read().decode("utf-8", "replace")
+    return page
+
+
+if __name__ == "__main__":
+    open_and_consent(sys.argv[-1])
