@@ -52,6 +52,12 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "URL")]
     allow_redirect_uri: Vec<String>,
 
+    /// A Client ID Metadata Document URL (https, with a path) whose client may sign in
+    /// without registering; the document is fetched from public addresses only.
+    /// Repeatable.
+    #[arg(long, value_name = "URL")]
+    allow_client_id_url: Vec<String>,
+
     /// Most registered clients; the oldest is recycled (its grants revoked) past this.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     oauth_max_clients: u64,
@@ -78,6 +84,10 @@ impl EmbeddedArgs {
             (self.trusted_user_header.is_some(), "--trusted-user-header"),
             (self.dev_user.is_some(), "--dev-user"),
             (!self.allow_redirect_uri.is_empty(), "--allow-redirect-uri"),
+            (
+                !self.allow_client_id_url.is_empty(),
+                "--allow-client-id-url",
+            ),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))
@@ -157,6 +167,28 @@ pub fn auth_server(
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let allowed_client_id_urls = args
+        .allow_client_id_url
+        .iter()
+        .map(|raw| {
+            url::Url::parse(raw)
+                .ok()
+                .filter(|u| {
+                    u.scheme() == "https"
+                        && u.host_str().is_some()
+                        && u.path() != "/"
+                        && u.fragment().is_none()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                        && u.as_str() == raw
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "--allow-client-id-url '{raw}' must be an https URL with a path, in canonical form, without fragment or user, e.g. https://app.example.com/oauth/client.json"
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     if public_url.is_none() {
         if !host.is_loopback() {
             return Err("--enable-oauth on a non-loopback address needs --public-url (the issuer must not come from a Host header anyone can send), e.g. --public-url https://mcp.example.com/mcp".into());
@@ -189,6 +221,7 @@ pub fn auth_server(
             dev_user: args.dev_user.clone(),
         },
         allowed_redirect_uris,
+        allowed_client_id_urls,
         token_cache,
         max_form_size: args.oauth_max_form_size as usize,
     }))

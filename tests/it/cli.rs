@@ -239,4 +239,20 @@ fn serve_takes_one_way_of_checking_callers() {
         "--oauth-max-clients",
     );
     check(&["--oauth-scope", "mcp"], "--enable-oauth");
+    check(
+        &[
+            "--enable-oauth",
+            "--allow-client-id-url",
+            "http://app.example.com/c.json",
+        ],
+        "--allow-client-id-url",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--allow-client-id-url",
+            "https://app.example.com/",
+        ],
+        "--allow-client-id-url",
+    );
 }

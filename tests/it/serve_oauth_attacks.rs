@@ -329,3 +329,49 @@ async fn every_table_is_bounded() {
     assert_eq!(initialize_with(&serve, &two.access).await.status, 200);
     assert_eq!(initialize_with(&serve, &one.access).await.status, 401);
 }
+
+#[tokio::test]
+async fn a_client_id_url_on_a_private_address_is_never_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = [
+        "https://169.254.169.254/latest/client.json",
+        "https://127.0.0.1/client.json",
+        "https://10.0.0.7/client.json",
+        "https://localhost/client.json",
+    ];
+    let mut flags = Vec::new();
+    for url in urls {
+        flags.extend(["--allow-client-id-url", url]);
+    }
+    let serve = start_as(&dir, &flags).await;
+    let metadata = serve
+        .send("GET", "/.well-known/oauth-authorization-server", &[], "")
+        .await
+        .json();
+    assert_eq!(metadata["client_id_metadata_document_supported"], true);
+    for url in urls {
+        let answer = serve
+            .send("GET", &authorize_path(url, &Pkce::new(), &[]), &[], "")
+            .await;
+        assert_eq!(answer.status, 400, "{url}: {}", answer.body);
+        assert!(answer.headers.get("location").is_none());
+        assert!(
+            answer.body.contains("not a public address"),
+            "{url}: {}",
+            answer.body
+        );
+    }
+    // Nor can one be used at the token endpoint.
+    let token = serve
+        .send_form(
+            "/token",
+            &[],
+            &[
+                ("grant_type", "refresh_token"),
+                ("client_id", urls[0]),
+                ("refresh_token", "x"),
+            ],
+        )
+        .await;
+    assert_eq!(token.status, 401, "{}", token.body);
+}

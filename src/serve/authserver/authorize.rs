@@ -180,7 +180,10 @@ async fn validate(
     let client_id = single("client_id")?
         .ok_or_else(|| Invalid::Page("the request names no client_id".into()))?
         .to_owned();
-    let client: ClientRecord = server.client(&client_id).await.map_err(Invalid::Page)?.ok_or_else(|| {
+    let client: ClientRecord = server
+        .client(&client_id)
+        .await
+        .map_err(|e| Invalid::Page(e.describe()))?.ok_or_else(|| {
         Invalid::Page(format!(
             "the client '{client_id}' is not registered here; the application must register again (its registration may have been recycled)"
         ))

@@ -25,6 +25,9 @@ pub fn document(server: &AuthServer, issuer: &Issuer) -> Reply {
     if !server.config.scopes.is_empty() {
         document["scopes_supported"] = json!(server.config.scopes);
     }
+    if !server.documents.is_empty() {
+        document["client_id_metadata_document_supported"] = json!(true);
+    }
     if issuer.is_https() {
         document["authorization_response_iss_parameter_supported"] = json!(true);
     }

@@ -7,6 +7,7 @@
 
 mod authorization;
 mod authorize;
+mod cimd;
 mod consent;
 mod form;
 mod issuer;
@@ -53,6 +54,8 @@ pub struct AuthServerConfig {
     pub users: users::Users,
     /// `--allow-redirect-uri`: https redirect URIs clients may register.
     pub allowed_redirect_uris: Vec<Url>,
+    /// `--allow-client-id-url`: clients described by a metadata document at their id.
+    pub allowed_client_id_urls: Vec<Url>,
     /// `--oauth-token-cache`: accepted tokens remembered; 0 asks the store every time.
     pub token_cache: usize,
     /// `--oauth-max-form-size`: the largest body the endpoints read.
@@ -91,11 +94,46 @@ pub enum AccessRefused {
     Unavailable,
 }
 
+/// Why a client could not be looked up.
+#[derive(Debug)]
+enum Lookup {
+    /// The store cannot be reached (503).
+    Unavailable,
+    /// Its metadata document cannot be used; the reason.
+    Refused(String),
+}
+
+impl Lookup {
+    fn describe(&self) -> String {
+        match self {
+            Lookup::Unavailable => {
+                "the authorization server cannot reach its store; try again shortly".into()
+            }
+            Lookup::Refused(why) => why.clone(),
+        }
+    }
+
+    /// The token and revocation endpoints' answer.
+    fn reply(&self) -> Reply {
+        match self {
+            Lookup::Unavailable => reply::error(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                &self.describe(),
+            ),
+            Lookup::Refused(why) => {
+                reply::error(http::StatusCode::UNAUTHORIZED, "invalid_client", why)
+            }
+        }
+    }
+}
+
 pub struct AuthServer {
     pub config: AuthServerConfig,
     store: store::Store,
     csrf: consent::Csrf,
     accepted: Remembered<Grant>,
+    documents: cimd::Documents,
 }
 
 /// A body over `--oauth-max-form-size`.
@@ -125,7 +163,21 @@ impl AuthServer {
         let store = store::Store::open(&config.store, config.limits)
             .await
             .map_err(|e| format!("cannot open --oauth-store {}: {e}", config.store.describe()))?;
+        let documents =
+            cimd::Documents::new(&config.allowed_client_id_urls, cimd::Policy::strict())?;
+        // A document client taken off the allowlist loses its grants and codes.
+        let ended = store
+            .end_document_clients_except(documents.urls().map(str::to_owned).collect())
+            .await
+            .map_err(|e| format!("cannot update --oauth-store: {e}"))?;
+        if ended > 0 {
+            tracing::info!(
+                clients = ended,
+                "clients no longer in --allow-client-id-url lost their grants"
+            );
+        }
         Ok(AuthServer {
+            documents,
             accepted: Remembered::new(config.token_cache),
             config,
             store,
@@ -229,10 +281,17 @@ impl AuthServer {
         }
     }
 
-    async fn client(&self, client_id: &str) -> Result<Option<register::ClientRecord>, String> {
+    async fn client(&self, client_id: &str) -> Result<Option<register::ClientRecord>, Lookup> {
+        if self.documents.covers(client_id) {
+            return self
+                .documents
+                .client(client_id)
+                .await
+                .map_err(Lookup::Refused);
+        }
         let stored = self.store.client(client_id.to_owned()).await.map_err(|e| {
             tracing::error!("the authorization server's store failed: {e}");
-            "the authorization server cannot reach its store; try again shortly".to_owned()
+            Lookup::Unavailable
         })?;
         Ok(stored.and_then(|json| serde_json::from_str(&json).ok()))
     }

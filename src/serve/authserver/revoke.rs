@@ -33,14 +33,7 @@ pub async fn revoke(server: &AuthServer, body: &[u8]) -> Reply {
                 "this client is not registered here",
             );
         }
-        Err(why) => {
-            tracing::error!("the authorization server's store failed: {why}");
-            return reply::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "temporarily_unavailable",
-                "the authorization server cannot reach its store; try again shortly",
-            );
-        }
+        Err(lookup) => return lookup.reply(),
     }
     match server
         .store

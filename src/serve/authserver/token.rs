@@ -65,7 +65,7 @@ pub async fn token(server: &AuthServer, headers: &HeaderMap, body: &[u8]) -> Rep
                 "this client is not registered here (its registration may have been recycled): register again",
             );
         }
-        Err(why) => return unavailable(&why),
+        Err(lookup) => return lookup.reply(),
     }
     match grant_type.as_str() {
         "authorization_code" => authorization_code(server, &params, client_id).await,

@@ -460,6 +460,37 @@ impl Store {
         .await
     }
 
+    /// Revokes the grants and drops the codes of metadata-document clients (ids that are
+    /// https URLs) not in `allowed`; how many clients that was.
+    pub async fn end_document_clients_except(
+        &self,
+        allowed: Vec<String>,
+    ) -> Result<usize, SqlError> {
+        self.transaction(move |tx| {
+            let now = now();
+            let rows = tx.query(
+                "SELECT DISTINCT client_id FROM grants WHERE revoked_at IS NULL AND client_id LIKE 'https://%' UNION SELECT DISTINCT client_id FROM codes WHERE used_at IS NULL AND client_id LIKE 'https://%'",
+                &[],
+            )?;
+            let mut ended = 0;
+            for row in rows {
+                let id = text(&row[0]);
+                if allowed.contains(&id) {
+                    continue;
+                }
+                tx.execute(
+                    "UPDATE grants SET revoked_at = $1 WHERE client_id = $2 AND revoked_at IS NULL",
+                    &[now.into(), id.clone().into()],
+                )?;
+                tx.execute("DELETE FROM tokens WHERE kind = 'access' AND grant_id IN (SELECT grant_id FROM grants WHERE client_id = $1)", &[id.clone().into()])?;
+                tx.execute("DELETE FROM codes WHERE client_id = $1 AND used_at IS NULL", &[id.into()])?;
+                ended += 1;
+            }
+            Ok(ended)
+        })
+        .await
+    }
+
     /// Live grants (for tests and the metrics).
     pub async fn live_grants(&self) -> Result<i64, SqlError> {
         self.transaction(|tx| {
