@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -162,3 +164,109 @@ async def test_grants_outlive_a_restart_on_postgresql(tmp_path):
     finally:
         log = stop(serve)
     assert "postgres://127.0.0.1/" in log and "postgres@" not in log, log[:2000]
+
+
+class StopAt(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as a browser does, except the one to the client's callback (which
+    nothing listens on): that one is recorded."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.reached = prefix, None
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if newurl.startswith(self.prefix):
+            self.reached = newurl
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def sign_in_at_provider(authorize_url: str, callback: str, user: str) -> tuple[str | None, str]:
+    """The browser: the provider's login page (the user name typed in), then serve's consent
+    page (Allow); where it ended (the client's callback URL) and the last page's text."""
+    from http.cookiejar import CookieJar
+
+    from clients.browser import ConsentForm
+
+    stop = StopAt(callback)
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()), stop)
+    with opener.open(authorize_url, timeout=30) as response:
+        page, where = response.read().decode(), response.geturl()
+    action = re.search(r'<form method="post" action="([^"]+)"', page).group(1)
+    request = urllib.request.Request(urllib.parse.urljoin(where, action), data=urllib.parse.urlencode({"login": user}).encode())
+    try:
+        with opener.open(request, timeout=30) as response:
+            page, where = response.read().decode(), response.geturl()
+    except urllib.error.HTTPError as refused:
+        return None, refused.read().decode()
+    form = ConsentForm()
+    form.feed(page)
+    assert form.action and form.approve, page
+    request = urllib.request.Request(urllib.parse.urljoin(where, form.action), data=urllib.parse.urlencode(form.fields + [form.approve]).encode())
+    try:
+        opener.open(request, timeout=30)
+    except urllib.error.HTTPError:
+        pass
+    return stop.reached, page
+
+
+def test_users_sign_in_at_an_openid_provider(tmp_path):
+    import base64
+    import hashlib
+
+    port = free_port()
+    secret = "login-secret-" + uuid.uuid4().hex
+    provider = subprocess.Popen(
+        [str(NODE_BIN / "node"), str(copy_peer("oidc_login.mjs")), f"http://127.0.0.1:{port}/login-callback", secret],
+        env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
+    env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": secret}
+    serve = subprocess.Popen(
+        [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
+         "--login-oidc", issuer, "--principal-claim", "email", "--allow-domain", "example.com", "--log-level", "debug",
+         "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        wait_listening(port, serve)
+        base = f"http://127.0.0.1:{port}"
+        callback = "http://127.0.0.1:9/cb"
+        client_id = register(base, callback)
+        verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": callback, "state": "s1",
+                                        "code_challenge": challenge, "code_challenge_method": "S256"})
+        reached, consent_page = sign_in_at_provider(f"{base}/authorize?{query}", callback, "ann")
+        assert reached, consent_page
+        assert "ann@example.com" in consent_page, consent_page
+        code = urllib.parse.parse_qs(urllib.parse.urlparse(reached).query)["code"][0]
+        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": client_id, "code": code,
+                                       "redirect_uri": callback, "code_verifier": verifier}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/token", data=form), timeout=10) as response:
+            access = json.load(response)["access_token"]
+        initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+        request = urllib.request.Request(f"{base}/mcp", data=initialize, headers={
+            "Authorization": f"Bearer {access}", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        # Someone outside --allow-domain gets a page that says so, and no code.
+        reached, refusal = sign_in_at_provider(f"{base}/authorize?{query}", callback, "eve@elsewhere.org")
+        assert reached is None and "may not use this server" in refusal, refusal
+    finally:
+        log = stop(serve)
+        provider.terminate()
+        provider.wait(timeout=10)
+    assert "principal=ann@example.com" in log, log[-3000:]
+    assert secret not in log and access not in log and code not in log
+
+
+def copy_peer(name: str):
+    """Node peers run from the peers folder, so `import "oidc-provider"` resolves."""
+    import shutil
+
+    from helpers.paths import PEERS
+
+    target = PEERS / name
+    shutil.copy(PEER_SCRIPTS / name, target)
+    return target

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::positive_seconds;
 use crate::serve::authserver::AuthServerConfig;
+use crate::serve::authserver::login::LoginConfig;
 use crate::serve::authserver::store::{Limits, Location};
 use crate::serve::authserver::users::Users;
 
@@ -57,6 +58,29 @@ pub struct EmbeddedArgs {
     /// Repeatable.
     #[arg(long, value_name = "URL")]
     allow_client_id_url: Vec<String>,
+
+    /// Sign users in at this OpenID provider (its issuer URL), as a client whose id and
+    /// secret are in MCP_STDIO_LOGIN_CLIENT_ID and MCP_STDIO_LOGIN_CLIENT_SECRET; register
+    /// PUBLIC_ORIGIN/login-callback as its redirect URI there.
+    #[arg(long, value_name = "ISSUER")]
+    login_oidc: Option<String>,
+
+    /// The id_token claim that names the user (with --login-oidc), e.g. email.
+    #[arg(long, value_name = "CLAIM", default_value = "sub")]
+    principal_claim: String,
+
+    /// Only this user may sign in (--login-oidc; the --principal-claim value). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_user: Vec<String>,
+
+    /// Only users whose verified email is in this domain may sign in (--login-oidc).
+    /// Repeatable.
+    #[arg(long, value_name = "DOMAIN")]
+    allow_domain: Vec<String>,
+
+    /// Most sign-ins waiting at the identity provider (each is remembered ten minutes).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    login_max_pending: u64,
 
     /// Most registered clients; the oldest is recycled (its grants revoked) past this.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -141,7 +165,20 @@ pub fn auth_server(
             "--dev-user signs everyone in as this user: for local testing only, never on a shared host"
         );
     }
-    if trusted_user_header.is_none() && args.dev_user.is_none() {
+    let login = login(args)?;
+    if login.is_some() && (trusted_user_header.is_some() || args.dev_user.is_some()) {
+        return Err(
+            "choose one way to know the user: --login-oidc, --trusted-user-header or --dev-user"
+                .into(),
+        );
+    }
+    if login.is_none() && (!args.allow_user.is_empty() || !args.allow_domain.is_empty()) {
+        return Err(
+            "--allow-user and --allow-domain limit --login-oidc sign-ins: add --login-oidc ISSUER"
+                .into(),
+        );
+    }
+    if trusted_user_header.is_none() && args.dev_user.is_none() && login.is_none() {
         tracing::warn!(
             "--enable-oauth without --trusted-user-header or --dev-user: nobody can sign in until one is set"
         );
@@ -222,8 +259,55 @@ pub fn auth_server(
         },
         allowed_redirect_uris,
         allowed_client_id_urls,
+        login,
         token_cache,
         max_form_size: args.oauth_max_form_size as usize,
+    }))
+}
+
+/// `--login-oidc` and its companions, checked.
+fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
+    let Some(raw) = args.login_oidc.as_deref() else {
+        return Ok(None);
+    };
+    let issuer = crate::oauth::wellknown::checked(raw, "--login-oidc").map_err(|e| {
+        format!("{e}; give the provider's issuer URL, e.g. https://login.example.com/realms/team")
+    })?;
+    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (Some(client_id), Some(client_secret)) = (
+        from_env("MCP_STDIO_LOGIN_CLIENT_ID"),
+        from_env("MCP_STDIO_LOGIN_CLIENT_SECRET"),
+    ) else {
+        return Err("--login-oidc needs this server's client at the provider: set MCP_STDIO_LOGIN_CLIENT_ID and MCP_STDIO_LOGIN_CLIENT_SECRET".into());
+    };
+    let claim = args.principal_claim.trim();
+    if claim.is_empty() || !claim.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "--principal-claim '{claim}' is not a claim name, e.g. sub or email"
+        ));
+    }
+    if let Some(bad) = args
+        .allow_domain
+        .iter()
+        .find(|d| d.is_empty() || d.contains(['@', '/', ' ']))
+    {
+        return Err(format!(
+            "--allow-domain '{bad}' is not a domain, e.g. example.com"
+        ));
+    }
+    Ok(Some(LoginConfig {
+        issuer,
+        client_id,
+        client_secret: crate::secret::Secret::new(client_secret),
+        principal_claim: claim.to_owned(),
+        allowed_users: args.allow_user.clone(),
+        allowed_domains: args.allow_domain.clone(),
+        max_pending: args.login_max_pending as usize,
+        http: crate::http::client::ClientOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Some(Duration::from_secs(30)),
+            extra_roots: Vec::new(),
+        },
     }))
 }
 

@@ -56,6 +56,12 @@ impl<V: Clone> Remembered<V> {
         entries.insert(key, (value, now + lives));
     }
 
+    /// The value for `key`, removed (used once), if its deadline has not passed.
+    pub fn take(&self, key: &Digest) -> Option<V> {
+        let (value, until) = self.entries.lock().expect("cache lock").remove(key)?;
+        (Instant::now() < until).then_some(value)
+    }
+
     /// Forgets everything (a revocation: whatever was accepted is checked again).
     pub fn clear(&self) {
         self.entries.lock().expect("cache lock").clear();

@@ -375,3 +375,73 @@ async fn a_client_id_url_on_a_private_address_is_never_fetched() {
         .await;
     assert_eq!(token.status, 401, "{}", token.body);
 }
+
+#[tokio::test]
+async fn a_sign_in_callback_that_serve_did_not_start_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("oauth.db").display());
+    // The provider is unreachable: discovery is lazy, so serve starts, and says so at use.
+    let serve = Serve::start_with(
+        &[
+            "--enable-oauth",
+            "--oauth-store",
+            &store,
+            "--login-oidc",
+            "http://127.0.0.1:9",
+        ],
+        &[fixture().as_str()],
+        &[
+            ("MCP_STDIO_LOGIN_CLIENT_ID", "c"),
+            ("MCP_STDIO_LOGIN_CLIENT_SECRET", "login-secret-value"),
+        ],
+    )
+    .await;
+    let client_id = register(&serve).await;
+    let start = serve
+        .send(
+            "GET",
+            &authorize_path(&client_id, &Pkce::new(), &[]),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(start.status, 303);
+    assert_eq!(
+        location_param(&start, "error").as_deref(),
+        Some("temporarily_unavailable")
+    );
+    for query in [
+        "state=made-up&code=x",
+        "code=x",
+        "state=made-up&error=access_denied",
+    ] {
+        let answer = serve
+            .send("GET", &format!("/login-callback?{query}"), &[], "")
+            .await;
+        assert!(
+            answer.status == 403 || answer.status == 400,
+            "{query}: {}",
+            answer.body
+        );
+        assert!(answer.headers.get("location").is_none());
+    }
+    // A consent form without the sign-in's user is refused, whatever else it holds.
+    let pkce = Pkce::new();
+    let forged = serve
+        .send_form(
+            "/authorize",
+            &[],
+            &[
+                ("response_type", "code"),
+                ("client_id", &client_id),
+                ("redirect_uri", REDIRECT),
+                ("code_challenge", &pkce.challenge),
+                ("code_challenge_method", "S256"),
+                ("decision", "approve"),
+            ],
+        )
+        .await;
+    assert_eq!(forged.status, 400, "{}", forged.body);
+    assert!(location_param(&forged, "code").is_none());
+    assert!(!serve.stderr().contains("login-secret-value"));
+}

@@ -8,7 +8,7 @@
 
 mod claims;
 mod introspect;
-mod jwks;
+pub(crate) mod jwks;
 mod jwt;
 
 use std::sync::Arc;

@@ -40,12 +40,70 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
+    if let Some(login) = &server.login {
+        // Users sign in at the OpenID provider first; the consent page comes after.
+        let query = String::from_utf8_lossy(query);
+        return match login
+            .start(&query, &cx.issuer.endpoint("login-callback"))
+            .await
+        {
+            Ok(location) => reply::redirect(&location),
+            Err(why) => {
+                tracing::warn!(reason = %why, "cannot send the user to the identity provider");
+                refuse(
+                    back(
+                        &request,
+                        "temporarily_unavailable",
+                        "the identity provider cannot be reached".into(),
+                    ),
+                    cx.issuer,
+                )
+            }
+        };
+    }
     let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
         Ok(user) => user,
         Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
     };
     let csrf = server.csrf.token(&user, &request, super::store::now());
-    super::consent::page(&user, &request, &csrf, &cx.issuer.endpoint("authorize"))
+    super::consent::page(
+        &user,
+        &request,
+        &csrf,
+        &cx.issuer.endpoint("authorize"),
+        false,
+    )
+}
+
+/// Back from the OpenID provider: the user is who its id_token says; the consent page
+/// for the request the sign-in started from.
+pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply {
+    let Some(login) = &server.login else {
+        return reply::problem_page(StatusCode::NOT_FOUND, "no sign-in is configured");
+    };
+    let (user, original) = match login
+        .finish(&Params::parse(query), &cx.issuer.endpoint("login-callback"))
+        .await
+    {
+        Ok(signed_in) => signed_in,
+        Err(why) => {
+            tracing::info!(reason = %why, outcome = "login_failed", "sign-in refused");
+            return reply::problem_page(StatusCode::FORBIDDEN, &why);
+        }
+    };
+    tracing::info!(principal = %user, outcome = "signed_in", "sign-in at the identity provider");
+    let request = match validate(server, &Params::parse(original.as_bytes()), cx.issuer).await {
+        Ok(request) => request,
+        Err(invalid) => return refuse(invalid, cx.issuer),
+    };
+    let csrf = server.csrf.token(&user, &request, super::store::now());
+    super::consent::page(
+        &user,
+        &request,
+        &csrf,
+        &cx.issuer.endpoint("authorize"),
+        true,
+    )
 }
 
 pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply {
@@ -54,9 +112,20 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
-    let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
-        Ok(user) => user,
-        Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+    // With --login-oidc the user is the one the consent page was made for: the CSRF tag
+    // below covers that name, so it cannot be changed.
+    let user = match (&server.login, params.single("login_user")) {
+        (Some(_), Ok(Some(user))) => user.to_owned(),
+        (Some(_), _) => {
+            return reply::problem_page(
+                StatusCode::BAD_REQUEST,
+                "this consent form is not from a sign-in here; start again from your application",
+            );
+        }
+        (None, _) => match server.config.users.who(cx.headers, cx.trusted_peer) {
+            Ok(user) => user,
+            Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+        },
     };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
     if !server

@@ -69,7 +69,15 @@ impl Csrf {
 }
 
 /// The page: who asks, for whom, for what, and where the answer goes.
-pub fn page(user: &str, request: &Authorization, csrf: &str, action: &str) -> Reply {
+/// `signed_in_here`: the user came from `--login-oidc`, so the form carries the name (which
+/// the CSRF tag covers).
+pub fn page(
+    user: &str,
+    request: &Authorization,
+    csrf: &str,
+    action: &str,
+    signed_in_here: bool,
+) -> Reply {
     let client = request
         .client_name
         .as_deref()
@@ -106,6 +114,9 @@ pub fn page(user: &str, request: &Authorization, csrf: &str, action: &str) -> Re
         field("state", state);
     }
     field("csrf", csrf);
+    if signed_in_here {
+        field("login_user", user);
+    }
     let body = format!(
         "<h1>Allow access?</h1>\
 <p>{client} (client id <code>{client_id}</code>) wants to use <code>{resource}</code> as <strong>{user}</strong>.</p>\

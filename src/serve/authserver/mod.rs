@@ -11,6 +11,7 @@ mod cimd;
 mod consent;
 mod form;
 mod issuer;
+pub mod login;
 mod metadata;
 mod redirect;
 mod register;
@@ -56,6 +57,8 @@ pub struct AuthServerConfig {
     pub allowed_redirect_uris: Vec<Url>,
     /// `--allow-client-id-url`: clients described by a metadata document at their id.
     pub allowed_client_id_urls: Vec<Url>,
+    /// `--login-oidc`: users sign in at this OpenID provider.
+    pub login: Option<login::LoginConfig>,
     /// `--oauth-token-cache`: accepted tokens remembered; 0 asks the store every time.
     pub token_cache: usize,
     /// `--oauth-max-form-size`: the largest body the endpoints read.
@@ -71,6 +74,8 @@ pub enum Endpoint {
     AuthorizeDecision,
     Token,
     Revoke,
+    /// Back from the OpenID provider (`--login-oidc`).
+    LoginCallback,
 }
 
 /// What the front door knows about a request to an endpoint.
@@ -134,6 +139,7 @@ pub struct AuthServer {
     csrf: consent::Csrf,
     accepted: Remembered<Grant>,
     documents: cimd::Documents,
+    login: Option<login::OidcLogin>,
 }
 
 /// A body over `--oauth-max-form-size`.
@@ -177,6 +183,7 @@ impl AuthServer {
             );
         }
         Ok(AuthServer {
+            login: config.login.clone().map(login::OidcLogin::new),
             documents,
             accepted: Remembered::new(config.token_cache),
             config,
@@ -204,6 +211,9 @@ impl AuthServer {
             (&Method::POST, "authorize") => Some(Endpoint::AuthorizeDecision),
             (&Method::POST, "token") => Some(Endpoint::Token),
             (&Method::POST, "revoke") => Some(Endpoint::Revoke),
+            (&Method::GET, "login-callback") if self.login.is_some() => {
+                Some(Endpoint::LoginCallback)
+            }
             _ => None,
         }
     }
@@ -221,6 +231,9 @@ impl AuthServer {
             Endpoint::AuthorizeDecision => authorize::decide(self, &request.body, &cx).await,
             Endpoint::Token => token::token(self, request.headers, &request.body).await,
             Endpoint::Revoke => revoke::revoke(self, &request.body).await,
+            Endpoint::LoginCallback => {
+                authorize::after_login(self, request.query.as_bytes(), &cx).await
+            }
         }
     }
 

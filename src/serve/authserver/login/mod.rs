@@ -1,0 +1,196 @@
+//! `--login-oidc`: the embedded server signs users in at the organisation's OpenID
+//! provider. `/authorize` with no user sends the browser there (code flow with PKCE, a
+//! nonce and a state remembered here for ten minutes); the provider sends it back to
+//! `/login-callback`, where the code is exchanged (as a confidential client), the id_token
+//! verified (`id_token.rs`), the principal taken from `--principal-claim` and checked
+//! against `--allow-user` / `--allow-domain`, and the consent page shown for the original
+//! request.
+
+mod id_token;
+mod provider;
+
+use std::time::Duration;
+
+use url::Url;
+
+use super::form::Params;
+use crate::secret::Secret;
+use crate::serve::remembered::{Remembered, digest};
+
+/// How long a browser may take at the provider.
+const PENDING_FOR: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone)]
+pub struct LoginConfig {
+    /// `--login-oidc`: the provider's issuer identifier.
+    pub issuer: Url,
+    /// `MCP_STDIO_LOGIN_CLIENT_ID` / `_SECRET`: this server's client at the provider.
+    pub client_id: String,
+    pub client_secret: Secret,
+    /// `--principal-claim`: the id_token claim that names the user (`sub` by default).
+    pub principal_claim: String,
+    /// `--allow-user`: only these principals (empty: any).
+    pub allowed_users: Vec<String>,
+    /// `--allow-domain`: only users whose verified `email` is in one of these domains.
+    pub allowed_domains: Vec<String>,
+    /// `--login-max-pending`: sign-ins waiting at the provider.
+    pub max_pending: usize,
+    pub http: crate::http::client::ClientOptions,
+}
+
+/// A sign-in sent to the provider and not back yet.
+#[derive(Clone)]
+struct Pending {
+    /// The original `/authorize` query, replayed when the user is back.
+    query: String,
+    nonce: String,
+    verifier: String,
+}
+
+pub struct OidcLogin {
+    config: LoginConfig,
+    provider: provider::Provider,
+    verifier: id_token::Verifier,
+    pending: Remembered<Pending>,
+}
+
+impl OidcLogin {
+    pub fn new(config: LoginConfig) -> Self {
+        OidcLogin {
+            provider: provider::Provider::new(config.issuer.clone(), config.http.clone()),
+            verifier: id_token::Verifier::new(&config),
+            pending: Remembered::new(config.max_pending),
+            config,
+        }
+    }
+
+    /// Where to send the browser to sign in, for the `/authorize` request `query`.
+    pub async fn start(&self, query: &str, callback: &str) -> Result<String, String> {
+        let endpoints = self.provider.endpoints().await?;
+        let state = super::random_token();
+        let nonce = super::random_token();
+        let verifier = super::random_token();
+        let challenge = {
+            use base64::Engine;
+            let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, verifier.as_bytes());
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.as_ref())
+        };
+        self.pending.insert(
+            digest(&state),
+            Pending {
+                query: query.to_owned(),
+                nonce: nonce.clone(),
+                verifier,
+            },
+            PENDING_FOR,
+        );
+        let mut url = endpoints.authorization.clone();
+        let scope =
+            if self.config.allowed_domains.is_empty() && self.config.principal_claim == "sub" {
+                "openid"
+            } else {
+                "openid email"
+            };
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &self.config.client_id)
+            .append_pair("redirect_uri", callback)
+            .append_pair("scope", scope)
+            .append_pair("state", &state)
+            .append_pair("nonce", &nonce)
+            .append_pair("code_challenge", &challenge)
+            .append_pair("code_challenge_method", "S256");
+        Ok(url.into())
+    }
+
+    /// The provider sent the browser back: the signed-in principal and the original
+    /// `/authorize` query, or what went wrong (for the page).
+    pub async fn finish(
+        &self,
+        params: &Params,
+        callback: &str,
+    ) -> Result<(String, String), String> {
+        let state = params
+            .single("state")?
+            .ok_or("the provider sent no state back")?;
+        let pending = self
+            .pending
+            .take(&digest(state))
+            .ok_or("this sign-in is unknown or took longer than ten minutes; start again from your application")?;
+        if let Some(error) = params.single("error")? {
+            let description = params.single("error_description")?.unwrap_or("");
+            return Err(format!(
+                "the identity provider refused the sign-in: {error} {description}"
+            ));
+        }
+        if let Some(iss) = params.single("iss")?
+            && iss != self.config.issuer.as_str()
+            && iss != self.config.issuer.as_str().trim_end_matches('/')
+        {
+            return Err("the answer names another identity provider (iss)".into());
+        }
+        let code = params
+            .single("code")?
+            .ok_or("the provider sent no code back")?;
+        let endpoints = self.provider.endpoints().await?;
+        let id_token = self
+            .provider
+            .exchange(
+                &endpoints,
+                code,
+                callback,
+                &pending.verifier,
+                &self.config.client_id,
+                &self.config.client_secret,
+            )
+            .await?;
+        let claims = self.verifier.verify(&id_token, &pending.nonce).await?;
+        let principal = claims
+            .get(&self.config.principal_claim)
+            .and_then(serde_json::Value::as_str)
+            .filter(|p| !p.is_empty() && p.len() <= 256 && !p.chars().any(char::is_control))
+            .ok_or_else(|| {
+                format!(
+                    "the identity provider's answer has no usable '{}' claim (--principal-claim)",
+                    self.config.principal_claim
+                )
+            })?
+            .to_owned();
+        self.allowed(&principal, &claims)?;
+        Ok((principal, pending.query))
+    }
+
+    fn allowed(
+        &self,
+        principal: &str,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), String> {
+        let config = &self.config;
+        if config.allowed_users.is_empty() && config.allowed_domains.is_empty() {
+            return Ok(());
+        }
+        if config.allowed_users.iter().any(|u| u == principal) {
+            return Ok(());
+        }
+        let email = claims.get("email").and_then(serde_json::Value::as_str);
+        let verified = claims
+            .get("email_verified")
+            .and_then(serde_json::Value::as_bool)
+            != Some(false);
+        if let Some(domain) = email
+            .and_then(|e| e.rsplit_once('@'))
+            .map(|(_, d)| d.to_ascii_lowercase())
+            && verified
+            && config
+                .allowed_domains
+                .iter()
+                .any(|d| d.eq_ignore_ascii_case(&domain))
+        {
+            return Ok(());
+        }
+        tracing::info!(principal, outcome = "not_allowed", "sign-in refused");
+        Err(format!(
+            "{principal} may not use this server (it is limited by --allow-user / --allow-domain); ask its operator"
+        ))
+    }
+}

@@ -1,0 +1,128 @@
+//! The OpenID provider as a client sees it: its endpoints from discovery (OpenID
+//! Connect, then RFC 8414), kept once found, and the code exchange (client secret over
+//! HTTP Basic, PKCE verifier) that yields the id_token.
+
+use tokio::sync::OnceCell;
+use url::Url;
+
+use crate::oauth::http::{BasicAuth, OAuthHttp};
+use crate::oauth::wellknown;
+use crate::secret::Secret;
+
+const MAX_DOCUMENT: usize = 256 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub authorization: Url,
+    pub token: Url,
+}
+
+pub struct Provider {
+    issuer: Url,
+    http: OAuthHttp,
+    endpoints: OnceCell<Endpoints>,
+}
+
+impl Provider {
+    pub fn new(issuer: Url, http: crate::http::client::ClientOptions) -> Self {
+        Provider {
+            issuer,
+            http: OAuthHttp::new(http, MAX_DOCUMENT),
+            endpoints: OnceCell::new(),
+        }
+    }
+
+    /// The endpoints, discovered on first need (a failure is retried at the next sign-in).
+    pub async fn endpoints(&self) -> Result<Endpoints, String> {
+        self.endpoints
+            .get_or_try_init(|| self.discover())
+            .await
+            .cloned()
+    }
+
+    async fn discover(&self) -> Result<Endpoints, String> {
+        let mut candidates = wellknown::authorization_server_candidates(&self.issuer);
+        candidates.reverse(); // OpenID Connect discovery first: this is an OpenID provider.
+        let mut problems = Vec::new();
+        for candidate in candidates {
+            let fetched = match self.http.get_json(&candidate).await {
+                Ok(f) if f.status.is_success() => f,
+                Ok(f) => {
+                    problems.push(format!("{}: HTTP {}", candidate.path(), f.status));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(e);
+                    continue;
+                }
+            };
+            let metadata: serde_json::Value = serde_json::from_slice(&fetched.body)
+                .map_err(|_| "the identity provider's metadata is not JSON".to_owned())?;
+            let issuer = metadata["issuer"].as_str().unwrap_or_default();
+            if issuer != self.issuer.as_str()
+                && issuer != self.issuer.as_str().trim_end_matches('/')
+            {
+                return Err(format!(
+                    "the identity provider's metadata names issuer {issuer:?}, not {} (--login-oidc)",
+                    self.issuer
+                ));
+            }
+            let endpoint = |name: &str| {
+                metadata[name]
+                    .as_str()
+                    .ok_or_else(|| format!("the identity provider's metadata has no {name}"))
+                    .and_then(|raw| wellknown::checked(raw, name))
+            };
+            return Ok(Endpoints {
+                authorization: endpoint("authorization_endpoint")?,
+                token: endpoint("token_endpoint")?,
+            });
+        }
+        Err(format!(
+            "cannot reach the identity provider {} ({})",
+            self.issuer,
+            problems.join("; ")
+        ))
+    }
+
+    /// Redeems the code; the id_token.
+    pub async fn exchange(
+        &self,
+        endpoints: &Endpoints,
+        code: &str,
+        redirect_uri: &str,
+        verifier: &str,
+        client_id: &str,
+        client_secret: &Secret,
+    ) -> Result<String, String> {
+        let fetched = self
+            .http
+            .post_form(
+                &endpoints.token,
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", code),
+                    ("redirect_uri", redirect_uri),
+                    ("code_verifier", verifier),
+                ],
+                Some(BasicAuth {
+                    client_id,
+                    client_secret: client_secret.expose(),
+                }),
+            )
+            .await?;
+        let body: serde_json::Value = serde_json::from_slice(&fetched.body).unwrap_or_default();
+        if !fetched.status.is_success() {
+            // The provider's error code and description only: never the request.
+            return Err(format!(
+                "the identity provider refused the code: {} {}",
+                body["error"].as_str().unwrap_or("(no error code)"),
+                body["error_description"].as_str().unwrap_or("")
+            ));
+        }
+        body["id_token"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| "the identity provider's answer has no id_token (is `openid` allowed for this client?)".into())
+    }
+}
