@@ -270,3 +270,72 @@ def copy_peer(name: str):
     target = PEERS / name
     shutil.copy(PEER_SCRIPTS / name, target)
     return target
+
+
+async def test_the_python_sdk_s_oauth_client_signs_in_and_calls(tmp_path):
+    import anyio
+    from mcp.client import Client
+    from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.auth import OAuthClientMetadata
+
+    port = free_port()
+    serve = start_as(port, f"sqlite:{tmp_path / 'oauth.db'}", "--oauth-scope", "mcp:tools")
+    url = f"http://127.0.0.1:{port}/mcp"
+    callback = f"http://127.0.0.1:{free_port()}/callback"
+
+    class Memory:
+        def __init__(self):
+            self.tokens = self.client = None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.client
+
+        async def set_client_info(self, client):
+            self.client = client
+
+    reached = {}
+
+    async def redirect_handler(authorization_url: str) -> None:
+        # The user's browser: the consent page, Allow, and the redirect to the callback.
+        stop = StopAt(callback)
+        opener = urllib.request.build_opener(stop)
+        page = await anyio.to_thread.run_sync(lambda: opener.open(authorization_url, timeout=30).read().decode())
+        from clients.browser import ConsentForm
+
+        form = ConsentForm()
+        form.feed(page)
+        request = urllib.request.Request(urllib.parse.urljoin(authorization_url, form.action),
+                                         data=urllib.parse.urlencode(form.fields + [form.approve]).encode())
+        try:
+            await anyio.to_thread.run_sync(lambda: opener.open(request, timeout=30))
+        except urllib.error.HTTPError:
+            pass
+        reached["url"] = stop.reached
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(reached["url"]).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+
+    storage = Memory()
+    provider = OAuthClientProvider(
+        url, OAuthClientMetadata(redirect_uris=[callback], client_name="python sdk"), storage,
+        redirect_handler=redirect_handler, callback_handler=callback_handler,
+    )
+    try:
+        http = create_mcp_http_client(auth=provider)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="2026-07-28", cache=None) as client:
+            result = await client.call_tool("whoami", {})
+            assert not result.is_error, result
+        assert storage.tokens.access_token.startswith("mcpat_")
+        assert storage.tokens.scope == "mcp:tools"
+    finally:
+        log = stop(serve)
+    assert "python sdk" in log and "outcome=\"issued\"" in log.replace("outcome=issued", "outcome=\"issued\""), log[-3000:]
