@@ -63,13 +63,16 @@ def test_the_conformance_suite_s_authorization_server_scenarios_pass(tmp_path):
              "--port", str(callback), "--resource", f"{issuer}/mcp", "-o", str(out)],
             env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
-        report = []
-        # The suite prints the authorization URL for a user to open: the scripted browser
-        # opens it and presses Allow on the consent page, and the redirect reaches the suite.
+        report, authorize = [], None
+        # The suite prints the authorization URL for a user to open, then that its callback
+        # server listens: the scripted browser opens the URL and presses Allow on the consent
+        # page, and the redirect reaches the suite.
         for line in suite.stdout:
             report.append(line)
             if line.startswith(f"{issuer}/authorize?"):
-                open_and_consent(line.strip())
+                authorize = line.strip()
+            if authorize and "Callback server started" in line:
+                open_and_consent(authorize)
                 break
         rest, _ = suite.communicate(timeout=60)
         report = "".join(report) + rest
