@@ -80,6 +80,22 @@ impl OAuthHttp {
             .await
     }
 
+    /// GETs a JSON document with a bearer token (OpenID Connect UserInfo); the header is
+    /// marked sensitive, so it is never logged.
+    pub async fn get_json_with_bearer(
+        &self,
+        url: &Url,
+        token: &crate::secret::Secret,
+    ) -> Result<Fetched, String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+            .map_err(|_| "the access token is not a valid header value".to_owned())?;
+        bearer.set_sensitive(true);
+        headers.insert(AUTHORIZATION, bearer);
+        self.send(Method::GET, url, headers, Bytes::new()).await
+    }
+
     /// POSTs a JSON document (Dynamic Client Registration).
     pub async fn post_json(&self, url: &Url, json: &serde_json::Value) -> Result<Fetched, String> {
         let mut headers = HeaderMap::new();

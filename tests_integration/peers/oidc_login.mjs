@@ -1,7 +1,8 @@
 // A real OpenID Provider (the npm package oidc-provider, OpenID Certified) for `serve
 // --login-oidc`: one confidential client (argv[2] its redirect URI, argv[3] its secret), a
 // login page with a user-name form (any name signs in; its email is the name, or
-// NAME@example.com), and consent approved at once. id_tokens carry `email`. Prints its port.
+// NAME@example.com), and consent approved at once. As the provider does by default, the
+// id_token carries only `sub`: `email` comes from UserInfo. Prints its port.
 import http from "node:http";
 import Provider from "oidc-provider";
 
@@ -21,7 +22,6 @@ const provider = new Provider(issuer, {
   }],
   features: { devInteractions: { enabled: false } },
   claims: { openid: ["sub"], email: ["email", "email_verified"] },
-  conformIdTokenClaims: false,
   findAccount: (ctx, id) => ({
     accountId: id,
     claims: () => ({ sub: id, email: id.includes("@") ? id : `${id}@example.com`, email_verified: true }),

@@ -133,7 +133,7 @@ impl OidcLogin {
             .single("code")?
             .ok_or("the provider sent no code back")?;
         let endpoints = self.provider.endpoints().await?;
-        let id_token = self
+        let exchanged = self
             .provider
             .exchange(
                 &endpoints,
@@ -144,7 +144,26 @@ impl OidcLogin {
                 &self.config.client_secret,
             )
             .await?;
-        let claims = self.verifier.verify(&id_token, &pending.nonce).await?;
+        let mut claims = self
+            .verifier
+            .verify(&exchanged.id_token, &pending.nonce)
+            .await?;
+        let needs_email = !self.config.allowed_domains.is_empty() && !claims.contains_key("email");
+        if (needs_email || !claims.contains_key(&self.config.principal_claim))
+            && let Some(access) = &exchanged.access_token
+        {
+            // Claims a provider keeps for UserInfo; its `sub` must be the id_token's
+            // (OpenID Connect Core §5.3.4), and what the id_token says is never overridden.
+            let extra = self.provider.userinfo(&endpoints, access).await?;
+            if extra.get("sub") != claims.get("sub") {
+                return Err(
+                    "the identity provider's UserInfo names another user than its id_token".into(),
+                );
+            }
+            for (name, value) in extra {
+                claims.entry(name).or_insert(value);
+            }
+        }
         let principal = claims
             .get(&self.config.principal_claim)
             .and_then(serde_json::Value::as_str)

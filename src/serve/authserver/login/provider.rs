@@ -1,6 +1,8 @@
 //! The OpenID provider as a client sees it: its endpoints from discovery (OpenID
-//! Connect, then RFC 8414), kept once found, and the code exchange (client secret over
-//! HTTP Basic, PKCE verifier) that yields the id_token.
+//! Connect, then RFC 8414), kept once found, the code exchange (client secret over HTTP
+//! Basic, PKCE verifier) that yields the id_token, and UserInfo for claims a provider
+//! keeps out of the id_token (OpenID Connect Core §5.4 allows that once an access token is
+//! issued).
 
 use tokio::sync::OnceCell;
 use url::Url;
@@ -15,6 +17,13 @@ const MAX_DOCUMENT: usize = 256 * 1024;
 pub struct Endpoints {
     pub authorization: Url,
     pub token: Url,
+    pub userinfo: Option<Url>,
+}
+
+/// What the code exchange returned.
+pub struct Exchanged {
+    pub id_token: String,
+    pub access_token: Option<Secret>,
 }
 
 pub struct Provider {
@@ -76,6 +85,7 @@ impl Provider {
             return Ok(Endpoints {
                 authorization: endpoint("authorization_endpoint")?,
                 token: endpoint("token_endpoint")?,
+                userinfo: endpoint("userinfo_endpoint").ok(),
             });
         }
         Err(format!(
@@ -85,7 +95,7 @@ impl Provider {
         ))
     }
 
-    /// Redeems the code; the id_token.
+    /// Redeems the code; the id_token (and the access token, for UserInfo).
     pub async fn exchange(
         &self,
         endpoints: &Endpoints,
@@ -94,7 +104,7 @@ impl Provider {
         verifier: &str,
         client_id: &str,
         client_secret: &Secret,
-    ) -> Result<String, String> {
+    ) -> Result<Exchanged, String> {
         let fetched = self
             .http
             .post_form(
@@ -120,9 +130,35 @@ impl Provider {
                 body["error_description"].as_str().unwrap_or("")
             ));
         }
-        body["id_token"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| "the identity provider's answer has no id_token (is `openid` allowed for this client?)".into())
+        let id_token = body["id_token"].as_str().map(str::to_owned).ok_or(
+            "the identity provider's answer has no id_token (is `openid` allowed for this client?)",
+        )?;
+        Ok(Exchanged {
+            id_token,
+            access_token: body["access_token"].as_str().map(Secret::new),
+        })
+    }
+
+    /// The UserInfo claims (OpenID Connect Core §5.3).
+    pub async fn userinfo(
+        &self,
+        endpoints: &Endpoints,
+        access_token: &Secret,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        let url = endpoints
+            .userinfo
+            .as_ref()
+            .ok_or("the identity provider publishes no userinfo_endpoint")?;
+        let fetched = self.http.get_json_with_bearer(url, access_token).await?;
+        if !fetched.status.is_success() {
+            return Err(format!(
+                "the identity provider's UserInfo answered HTTP {}",
+                fetched.status
+            ));
+        }
+        match serde_json::from_slice(&fetched.body) {
+            Ok(serde_json::Value::Object(claims)) => Ok(claims),
+            _ => Err("the identity provider's UserInfo answer is not a JSON object (a signed one is not supported)".into()),
+        }
     }
 }
