@@ -40,7 +40,11 @@ pub async fn handle(
     if let Err(refused) = guards(&gateway, peer, request.headers()) {
         return *refused;
     }
-    if let Some(server) = gateway.auth.embedded().cloned() {
+    // The MCP endpoint itself is never one of the authorization server's, so its requests
+    // skip working out the issuer.
+    if let Some(server) = gateway.auth.embedded().cloned()
+        && !path.eq_ignore_ascii_case(&config.path)
+    {
         let issuer = issuer_for(&gateway, peer, request.headers());
         if let Some(endpoint) = server.endpoint(&method, &path, &issuer) {
             let started = Instant::now();
@@ -163,14 +167,19 @@ async fn authorize(
     if gateway.auth.is_open() {
         return Ok(None);
     }
-    let base = public_base(gateway, peer, headers);
-    let resource = match &gateway.config.public_url {
+    // This endpoint as the client reached it: what an embedded grant must be for (worked
+    // out only when asked, so the other modes do not pay for it).
+    let resource = || match &gateway.config.public_url {
         Some(url) => url.as_str().to_owned(),
-        None => format!("{base}{}", gateway.config.path),
+        None => format!(
+            "{}{}",
+            public_base(gateway, peer, headers),
+            gateway.config.path
+        ),
     };
     let refused = match gateway
         .auth
-        .authorize(header(headers, AUTHORIZATION.as_str()), &resource)
+        .authorize(header(headers, AUTHORIZATION.as_str()), resource)
         .await
     {
         Ok(caller) => {
@@ -185,7 +194,11 @@ async fn authorize(
     };
     gateway.metrics.authenticated(refused.outcome());
     tracing::info!(%peer, outcome = refused.outcome(), "authentication refused");
-    let metadata = format!("{base}{PRM_PREFIX}{}", gateway.config.path);
+    let metadata = format!(
+        "{}{PRM_PREFIX}{}",
+        public_base(gateway, peer, headers),
+        gateway.config.path
+    );
     let scope = gateway.auth.scopes().join(" ");
     let (status, challenge, message) = match &refused {
         Refused::Missing => (

@@ -360,13 +360,13 @@ fn a_mix_of_modes_or_a_missing_audience_is_refused_at_startup() {
                 "--oauth-audience",
                 "x",
             ],
-            "not both",
+            "not several",
         ),
         (
             &["--oauth-issuer", "http://127.0.0.1:9"],
             "--oauth-audience AUDIENCE, or --public-url",
         ),
-        (&["--oauth-scope", "mcp"], "need --oauth-issuer"),
+        (&["--oauth-scope", "mcp"], "--oauth-scope needs --oauth-issuer"),
     ];
     for (flags, says) in cases {
         let mut args = vec!["serve", "--port", "0"];

@@ -121,12 +121,12 @@ impl Auth {
     }
 
     /// The caller the request's `Authorization` value names (`None` when open).
-    /// `resource` is this endpoint as the client reached it (what an embedded grant must
+    /// `resource` says this endpoint as the client reached it (what an embedded grant must
     /// be for).
     pub async fn authorize(
         &self,
         authorization: Option<&str>,
-        resource: &str,
+        resource: impl FnOnce() -> String,
     ) -> Result<Option<Caller>, Refused> {
         let presented = authorization.and_then(|value| {
             let (scheme, token) = value.split_once(' ')?;
@@ -149,7 +149,7 @@ impl Auth {
             Auth::Embedded(server) => {
                 let token = presented.ok_or(Refused::Missing)?;
                 let grant = server
-                    .check_access(token, resource)
+                    .check_access(token, &resource())
                     .await
                     .map_err(|refused| match refused {
                         AccessRefused::Unknown => Refused::Invalid(Outcome::Unknown),
@@ -168,8 +168,8 @@ impl Auth {
                     return Err(Refused::InsufficientScope(server.config.scopes.clone()));
                 }
                 Ok(Some(Caller {
-                    principal: grant.principal,
-                    client_id: Some(grant.client_id),
+                    principal: grant.principal.clone(),
+                    client_id: Some(grant.client_id.clone()),
                 }))
             }
         }

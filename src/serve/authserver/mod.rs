@@ -137,7 +137,7 @@ pub struct AuthServer {
     pub config: AuthServerConfig,
     store: store::Store,
     csrf: consent::Csrf,
-    accepted: Remembered<Grant>,
+    accepted: Remembered<std::sync::Arc<Grant>>,
     documents: cimd::Documents,
     login: Option<login::OidcLogin>,
 }
@@ -238,7 +238,11 @@ impl AuthServer {
     }
 
     /// The grant behind an MCP request's access token, if it is live and for `resource`.
-    pub async fn check_access(&self, token: &str, resource: &str) -> Result<Grant, AccessRefused> {
+    pub async fn check_access(
+        &self,
+        token: &str,
+        resource: &str,
+    ) -> Result<std::sync::Arc<Grant>, AccessRefused> {
         let key = digest(token);
         let grant = match self.accepted.get(&key) {
             Some(grant) => grant,
@@ -251,13 +255,19 @@ impl AuthServer {
                     AccessRefused::Unavailable
                 })?;
                 let (grant, expires_at) = found.ok_or(AccessRefused::Unknown)?;
+                let grant = std::sync::Arc::new(grant);
                 let remaining = Duration::from_secs((expires_at - store::now()).max(0) as u64);
                 self.accepted
                     .insert(key, grant.clone(), remaining.min(ACCEPTED_FOR));
                 grant
             }
         };
-        if !grant.resource.is_empty() && !issuer::same_resource(&grant.resource, resource) {
+        // The grant's resource was written the way `resource` is made: equal strings are the
+        // common case, and only a difference is worth parsing both.
+        if !grant.resource.is_empty()
+            && grant.resource != resource
+            && !issuer::same_resource(&grant.resource, resource)
+        {
             return Err(AccessRefused::WrongResource);
         }
         Ok(grant)
