@@ -2,11 +2,13 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours] [--jwt]
+Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded]
 
 With --jwt only this serve runs, twice: open, and in resource-server mode
 (`--oauth-issuer`) against oidc-provider (tests_integration/peers/oidc_issuer.mjs), every
 request carrying the same valid JWT access token (the keys cached after the first).
+With --embedded the same, but serve is its own authorization server (`--enable-oauth`,
+SQLite store): the token is one it issued through registration, consent and the code grant.
 
 Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
 `--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -229,6 +232,7 @@ def main() -> None:
     parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
     parser.add_argument("--only-ours", action="store_true", help="skip the other gateways (with --baseline: before/after only)")
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
+    parser.add_argument("--embedded", action="store_true", help="this serve open and as its own authorization server, a token it issued on every request")
     args = parser.parse_args()
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
@@ -238,8 +242,8 @@ def main() -> None:
         modern_script = f.name
     direct = stdio_p50_ms()
     results = []
-    if args.jwt:
-        bench_jwt(args, modern_script if args.modern else script)
+    if args.jwt or args.embedded:
+        bench_auth(args, modern_script if args.modern else script, "embedded" if args.embedded else "jwt")
         return
     for name, command, url in peers(free_port(), args.baseline, args.only_ours):
         # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
@@ -272,33 +276,94 @@ def main() -> None:
         print(f"RSS idle {ours['idle_mib']:.1f} MiB (target <= 15); per idle session {ours['per_session_kib']:.0f} KiB (target <= 100)")
 
 
-def bench_jwt(args, script: str) -> None:
-    provider, issuer, token = start_issuer()
+def embedded_token(binary: str, port: int, store: str) -> str:
+    """Signs in at `serve --enable-oauth` as a client and a user would (registration, the
+    consent page, the code grant with PKCE); the access token."""
+    import base64
+    import hashlib
+    import re
+    import urllib.parse
+
+    command = [binary, "serve", "--port", str(port), "--log-level", "off", "--enable-oauth", "--dev-user", "bench", "--oauth-store", store, "--", *BACKEND]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    callback = "http://127.0.0.1:9/cb"
     try:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}/mcp"
-        binary = str(ROOT / "target" / "release" / "mcp-stdio")
-        runs = {"open": [], "jwt": []}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        request = urllib.request.Request(f"{base}/register", data=json.dumps({"redirect_uris": [callback]}).encode(), headers={"Content-Type": "application/json"})
+        client_id = json.load(urllib.request.urlopen(request, timeout=10))["client_id"]
+        verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": callback, "code_challenge": challenge, "code_challenge_method": "S256"})
+        page = urllib.request.urlopen(f"{base}/authorize?{query}", timeout=10).read().decode()
+        fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)
+        fields = [(k, v.replace("&quot;", '"').replace("&amp;", "&")) for k, v in fields] + [("decision", "approve")]
+
+        class Stop(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, req, fp, code, msg, headers, newurl):
+                self.location = newurl
+                return None
+
+        stop = Stop()
+        try:
+            urllib.request.build_opener(stop).open(urllib.request.Request(f"{base}/authorize", data=urllib.parse.urlencode(fields).encode()), timeout=10)
+        except urllib.error.HTTPError:
+            pass
+        code = urllib.parse.parse_qs(urllib.parse.urlparse(stop.location).query)["code"][0]
+        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": client_id, "code": code, "redirect_uri": callback, "code_verifier": verifier}).encode()
+        return json.load(urllib.request.urlopen(urllib.request.Request(f"{base}/token", data=form), timeout=10))["access_token"]
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        subprocess.run(["pkill", "-f", "examples/stdio_fixture"], check=False)
+
+
+def bench_auth(args, script: str, kind: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    binary = str(ROOT / "target" / "release" / "mcp-stdio")
+    provider = None
+    state = tempfile.TemporaryDirectory()
+    if kind == "jwt":
+        provider, issuer, token = start_issuer()
+        auth_flags = ["--oauth-issuer", issuer, "--oauth-audience", JWT_AUDIENCE, "--oauth-scope", "mcp:tools"]
+    else:
+        store = f"sqlite:{state.name}/oauth.db"
+        token = embedded_token(binary, port, store)
+        auth_flags = ["--enable-oauth", "--dev-user", "bench", "--oauth-store", store]
+    try:
+        runs = {"open": [], kind: []}
         for round_number in range(3):
-            order = ["open", "jwt"] if round_number % 2 == 0 else ["jwt", "open"]
+            order = ["open", kind] if round_number % 2 == 0 else [kind, "open"]
             for mode in order:
-                flags = ["--oauth-issuer", issuer, "--oauth-audience", JWT_AUDIENCE, "--oauth-scope", "mcp:tools", "--max-sessions-per-principal", "100"] if mode == "jwt" else []
+                flags = [*auth_flags, "--max-sessions-per-principal", "100"] if mode == kind else []
                 command = [binary, "serve", "--port", str(port), "--log-level", "off", *flags, "--", *BACKEND]
                 AUTH.clear()
-                if mode == "jwt":
+                if mode == kind:
                     AUTH["authorization"] = f"Bearer {token}"
                 runs[mode].append(measure(f"serve ({mode})", command, url, args.seconds, script, args.modern))
         AUTH.clear()
     finally:
-        provider.terminate()
+        if provider:
+            provider.terminate()
+        state.cleanup()
+    what = "resource-server mode (oidc-provider JWT on every request)" if kind == "jwt" else "its own authorization server (a token it issued on every request)"
     med = lambda mode, phase, key: statistics.median(r[phase][key] for r in runs[mode])
-    print(f"serve open vs resource-server mode (oidc-provider JWT on every request), {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase\n")
+    print(f"serve open vs {what}, {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase\n")
     print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) |")
     print("|---|---|---|---|")
     for mode in runs:
         print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} |")
-    print(f"\ncalls/s with a token / without: {med('jwt', 'many', 'rps') / med('open', 'many', 'rps'):.2f} (target >= 0.9)")
-    print(f"p50 added by the token check: {(med('jwt', 'one', 'p50_ms') - med('open', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
+    print(f"\ncalls/s with a token / without: {med(kind, 'many', 'rps') / med('open', 'many', 'rps'):.2f} (target >= 0.9)")
+    print(f"p50 added by the token check: {(med(kind, 'one', 'p50_ms') - med('open', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
 
 
 if __name__ == "__main__":
