@@ -87,6 +87,13 @@ def test_the_conformance_suite_s_authorization_server_scenarios_pass(tmp_path):
         stop(serve)
 
 
+def cli_env(tmp_path) -> dict:
+    """Our CLI with its own state folder (the token file: no keyring) and the scripted browser."""
+    state = str(tmp_path / "state")
+    return {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+
+
 def run_cli(*args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([relay_binary(), *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
 
@@ -95,9 +102,7 @@ async def test_our_relay_logs_in_refreshes_logs_out_and_logs_in_again(tmp_path):
     port = free_port()
     serve = start_as(port, f"sqlite:{tmp_path / 'oauth.db'}", "--access-token-ttl", "2")
     url = f"http://127.0.0.1:{port}/mcp"
-    state = str(tmp_path / "state")
-    env = {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
-           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "PYTHONPATH": str(PEER_SCRIPTS.parent)}
+    env = cli_env(tmp_path)
     try:
         login = run_cli("login", url, "--token-store", "file", env=env)
         assert login.returncode == 0, login.stderr
@@ -148,9 +153,7 @@ async def test_grants_outlive_a_restart_on_postgresql(tmp_path):
     store = postgres_database()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    state = str(tmp_path / "state")
-    env = {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
-           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "PYTHONPATH": str(PEER_SCRIPTS.parent)}
+    env = cli_env(tmp_path)
     serve = start_as(port, store, "--access-token-ttl", "2")
     try:
         assert run_cli("login", url, "--token-store", "file", env=env).returncode == 0

@@ -243,6 +243,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
     check_scopes(&args.oauth_scopes)?;
     let auth_server = super::serve_oauth::auth_server(
         &args.embedded,
+        !args.trusted_proxy.is_empty(),
         &args.oauth_scopes,
         args.oauth_token_cache as usize,
         args.port,

@@ -121,6 +121,7 @@ impl EmbeddedArgs {
 /// `--enable-oauth` and its companions, checked; `None` without `--enable-oauth`.
 pub fn auth_server(
     args: &EmbeddedArgs,
+    trusted_proxies: bool,
     scopes: &[String],
     token_cache: usize,
     port: u16,
@@ -149,6 +150,11 @@ pub fn auth_server(
             if !valid {
                 return Err(format!(
                     "--trusted-user-header '{name}' is not a header name (letters, digits, - and _), e.g. X-Forwarded-User"
+                ));
+            }
+            if !trusted_proxies {
+                return Err(format!(
+                    "--trusted-user-header {name} is believed only from the authenticating proxy: add --trusted-proxy with its address, e.g. --trusted-proxy 127.0.0.1/32"
                 ));
             }
             Some(name.to_ascii_lowercase())
@@ -183,49 +189,16 @@ pub fn auth_server(
             "--enable-oauth without --trusted-user-header or --dev-user: nobody can sign in until one is set"
         );
     }
-    let allowed_redirect_uris = args
-        .allow_redirect_uri
-        .iter()
-        .map(|raw| {
-            url::Url::parse(raw)
-                .ok()
-                .filter(|u| {
-                    u.scheme() == "https"
-                        && u.host_str().is_some()
-                        && u.fragment().is_none()
-                        && u.query().is_none()
-                        && u.username().is_empty()
-                        && u.password().is_none()
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "--allow-redirect-uri '{raw}' must be an exact https URI without query, fragment or user, e.g. https://claude.ai/api/mcp/auth_callback"
-                    )
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let allowed_client_id_urls = args
-        .allow_client_id_url
-        .iter()
-        .map(|raw| {
-            url::Url::parse(raw)
-                .ok()
-                .filter(|u| {
-                    u.scheme() == "https"
-                        && u.host_str().is_some()
-                        && u.path() != "/"
-                        && u.fragment().is_none()
-                        && u.username().is_empty()
-                        && u.password().is_none()
-                        && u.as_str() == raw
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "--allow-client-id-url '{raw}' must be an https URL with a path, in canonical form, without fragment or user, e.g. https://app.example.com/oauth/client.json"
-                    )
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let allowed_redirect_uris = https_urls(
+        &args.allow_redirect_uri,
+        |u| u.query().is_none(),
+        "--allow-redirect-uri '{}' must be an exact https URI without query, fragment or user, e.g. https://claude.ai/api/mcp/auth_callback",
+    )?;
+    let allowed_client_id_urls = https_urls(
+        &args.allow_client_id_url,
+        |u| u.path() != "/",
+        "--allow-client-id-url '{}' must be an https URL with a path, in canonical form, without fragment or user, e.g. https://app.example.com/oauth/client.json",
+    )?;
     if public_url.is_none() {
         if !host.is_loopback() {
             return Err("--enable-oauth on a non-loopback address needs --public-url (the issuer must not come from a Host header anyone can send), e.g. --public-url https://mcp.example.com/mcp".into());
@@ -309,6 +282,31 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
             extra_roots: Vec::new(),
         },
     }))
+}
+
+/// Each of `raws` as an https URL with a host, no fragment or user, written canonically,
+/// and passing `also`; `problem` (with `{}` for the value) otherwise.
+fn https_urls(
+    raws: &[String],
+    also: impl Fn(&url::Url) -> bool,
+    problem: &str,
+) -> Result<Vec<url::Url>, String> {
+    raws.iter()
+        .map(|raw| {
+            url::Url::parse(raw)
+                .ok()
+                .filter(|u| {
+                    u.scheme() == "https"
+                        && u.host_str().is_some()
+                        && u.fragment().is_none()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                        && u.as_str() == raw
+                        && also(u)
+                })
+                .ok_or_else(|| problem.replacen("{}", raw, 1))
+        })
+        .collect()
 }
 
 /// Whole seconds from 60 to a year.

@@ -485,3 +485,24 @@ fn modern_only_refusal(id: &str) -> Response<Body> {
         )),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize_host;
+
+    #[test]
+    fn a_host_is_cut_to_what_a_host_and_port_can_hold() {
+        assert_eq!(
+            sanitize_host("mcp.example.com:8443"),
+            "mcp.example.com:8443"
+        );
+        assert_eq!(sanitize_host("[::1]:8080"), "[::1]:8080");
+        assert_eq!(sanitize_host("a.example, b.example"), "a.example");
+        assert_eq!(
+            sanitize_host("evil.example\"/><script>x</script>"),
+            "evil.examplescriptxscript"
+        );
+        assert_eq!(sanitize_host("h\r\nx-injected: 1"), "hx-injected:1");
+        assert_eq!(sanitize_host("\"\"/"), "");
+    }
+}

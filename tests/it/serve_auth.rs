@@ -366,7 +366,10 @@ fn a_mix_of_modes_or_a_missing_audience_is_refused_at_startup() {
             &["--oauth-issuer", "http://127.0.0.1:9"],
             "--oauth-audience AUDIENCE, or --public-url",
         ),
-        (&["--oauth-scope", "mcp"], "--oauth-scope needs --oauth-issuer"),
+        (
+            &["--oauth-scope", "mcp"],
+            "--oauth-scope needs --oauth-issuer",
+        ),
     ];
     for (flags, says) in cases {
         let mut args = vec!["serve", "--port", "0"];

@@ -308,7 +308,16 @@ async fn the_user_comes_from_a_trusted_proxy_header_only() {
 
     // The same header from an address that is not a trusted proxy is not believed.
     let dir = tempfile::tempdir().unwrap();
-    let wary = start_as(&dir, &["--trusted-user-header", "X-Forwarded-User"]).await;
+    let wary = start_as(
+        &dir,
+        &[
+            "--trusted-user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "10.0.0.0/8",
+        ],
+    )
+    .await;
     let client_id = register(&wary).await;
     let path = authorize_path(&client_id, &Pkce::new(), &[]);
     let forged = wary

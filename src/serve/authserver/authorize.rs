@@ -65,14 +65,7 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
         Ok(user) => user,
         Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
     };
-    let csrf = server.csrf.token(&user, &request, super::store::now());
-    super::consent::page(
-        &user,
-        &request,
-        &csrf,
-        &cx.issuer.endpoint("authorize"),
-        false,
-    )
+    consent_page(server, &user, &request, cx, false)
 }
 
 /// Back from the OpenID provider: the user is who its id_token says; the consent page
@@ -96,14 +89,20 @@ pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) ->
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
-    let csrf = server.csrf.token(&user, &request, super::store::now());
-    super::consent::page(
-        &user,
-        &request,
-        &csrf,
-        &cx.issuer.endpoint("authorize"),
-        true,
-    )
+    consent_page(server, &user, &request, cx, true)
+}
+
+/// The consent page for `user`, with a fresh CSRF token for exactly this request.
+fn consent_page(
+    server: &AuthServer,
+    user: &str,
+    request: &Authorization,
+    cx: &Context<'_>,
+    signed_in_here: bool,
+) -> Reply {
+    let csrf = server.csrf.token(user, request, super::store::now());
+    let action = cx.issuer.endpoint("authorize");
+    super::consent::page(user, request, &csrf, &action, signed_in_here)
 }
 
 pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply {
