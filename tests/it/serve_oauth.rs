@@ -411,3 +411,94 @@ async fn two_users_get_two_children_and_cannot_use_each_others_sessions() {
     assert_ne!(ann_pid, ben_pid);
     assert_eq!(pid(&access[0]).await, ann_pid);
 }
+
+#[tokio::test]
+async fn an_https_public_url_with_a_path_makes_the_issuer_and_iss_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &["--public-url", "https://mcp.example.com/team/mcp"]).await;
+    let issuer = "https://mcp.example.com/team";
+    // RFC 8414 path insertion: the metadata of issuer https://host/team is at
+    // /.well-known/oauth-authorization-server/team.
+    let metadata = serve
+        .send(
+            "GET",
+            "/.well-known/oauth-authorization-server/team",
+            &[],
+            "",
+        )
+        .await
+        .json();
+    assert_eq!(metadata["issuer"], issuer);
+    assert_eq!(
+        metadata["authorization_endpoint"],
+        format!("{issuer}/authorize")
+    );
+    assert_eq!(
+        metadata["authorization_response_iss_parameter_supported"],
+        true
+    );
+    let prm = serve
+        .send("GET", "/.well-known/oauth-protected-resource/mcp", &[], "")
+        .await
+        .json();
+    assert_eq!(prm["resource"], "https://mcp.example.com/team/mcp");
+    assert_eq!(prm["authorization_servers"], json!([issuer]));
+
+    // A proxy may keep the prefix or strip it: both paths reach the endpoints.
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    let page = serve
+        .send(
+            "GET",
+            &format!("/team{}", authorize_path(&client_id, &pkce, &[])),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("action=\"{issuer}/authorize\"")),
+        "{}",
+        page.body
+    );
+    let answer = consent(
+        &serve,
+        &authorize_path(&client_id, &pkce, &[]),
+        &[],
+        "approve",
+    )
+    .await;
+    assert_eq!(
+        location_param(&answer, "iss").as_deref(),
+        Some(issuer),
+        "RFC 9207"
+    );
+    let code = location_param(&answer, "code").unwrap();
+    let tokens = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
+    assert_eq!(initialize_with(&serve, &tokens.access).await.status, 200);
+    assert_eq!(
+        initialize_with(&serve, "mcpat_not-a-token").await.status,
+        401
+    );
+
+    // Each decision is counted by outcome.
+    let auth = format!("Bearer {}", tokens.access);
+    let metrics = serve
+        .send("GET", "/metrics", &[("authorization", &auth)], "")
+        .await;
+    assert!(
+        metrics
+            .body
+            .contains(r#"mcp_stdio_auth_total{outcome="accepted"}"#),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics
+            .body
+            .contains(r#"mcp_stdio_auth_total{outcome="unknown_token"} 1"#),
+        "{}",
+        metrics.body
+    );
+}
