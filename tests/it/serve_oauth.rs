@@ -83,6 +83,11 @@ async fn a_client_signs_in_calls_refreshes_and_revokes() {
     assert_eq!(page.status, 200);
     let policy = page.headers["content-security-policy"].to_str().unwrap();
     assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    // Chromium applies form-action to the redirect after the POST (WORKAROUNDS.md 41).
+    assert!(
+        policy.contains("form-action 'self' http://127.0.0.1:7777;"),
+        "{policy}"
+    );
     assert!(!policy.contains("script-src"), "{policy}");
     assert!(!page.body.contains("<script"), "{}", page.body);
     assert!(
