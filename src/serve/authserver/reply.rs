@@ -59,7 +59,9 @@ code{{background:#f3f3f3;padding:0 .2em}}button{{font:inherit;padding:.4em 1.2em
         .header(CACHE_CONTROL, "no-store")
         .header(CONTENT_SECURITY_POLICY, policy)
         .header("x-frame-options", "DENY")
-        .header("referrer-policy", "no-referrer")
+        // Not `no-referrer`: with it Chromium sends `Origin: null` on the form's POST, which
+        // the Origin guard refuses. `same-origin` keeps the page's URL from the client.
+        .header("referrer-policy", "same-origin")
         .header("x-content-type-options", "nosniff")
         .body(Body::from(html))
         .expect("a valid response")
