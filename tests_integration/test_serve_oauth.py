@@ -345,3 +345,64 @@ async def test_the_python_sdk_s_oauth_client_signs_in_and_calls(tmp_path):
     finally:
         log = stop(serve)
     assert "python sdk" in log and "outcome=\"issued\"" in log.replace("outcome=issued", "outcome=\"issued\""), log[-3000:]
+
+
+def test_a_user_signs_in_with_headless_chromium(tmp_path):
+    """The same sign-in as above in a real browser: Debian's Chromium runs the provider's
+    login page and serve's consent page, whose Content-Security-Policy it enforces
+    (`form-action` on the redirect after the POST included: WORKAROUNDS.md 41)."""
+    import base64
+    import hashlib
+    import shutil
+
+    assert shutil.which("chromium"), "scripts/test-all installs Debian's chromium package"
+    port = free_port()
+    secret = "login-secret-" + uuid.uuid4().hex
+    provider = subprocess.Popen(
+        [str(NODE_BIN / "node"), str(copy_peer("oidc_login.mjs")), f"http://127.0.0.1:{port}/login-callback", secret],
+        env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
+    env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": secret}
+    serve = subprocess.Popen(
+        [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
+         "--login-oidc", issuer, "--log-level", "debug", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        wait_listening(port, serve)
+        base = f"http://127.0.0.1:{port}"
+        callback = "http://127.0.0.1:9/cb"
+        client_id = register(base, callback)
+        verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": callback, "state": "s1",
+                                        "code_challenge": challenge, "code_challenge_method": "S256"})
+        script = copy_peer_client("chromium_signin.mjs")
+        run = subprocess.run([str(NODE_BIN / "node"), str(script), f"{base}/authorize?{query}", callback, "ann"],
+                             env=node_env(), capture_output=True, text=True, timeout=90)
+        assert run.returncode == 0, run.stderr
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        assert result["callback"], result
+        assert not result["blocked"], result
+        code = urllib.parse.parse_qs(urllib.parse.urlparse(result["callback"]).query)["code"][0]
+        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": client_id, "code": code,
+                                       "redirect_uri": callback, "code_verifier": verifier}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/token", data=form), timeout=10) as response:
+            assert json.load(response)["access_token"].startswith("mcpat_")
+    finally:
+        log = stop(serve)
+        provider.terminate()
+        provider.wait(timeout=10)
+    assert "principal=ann" in log, log[-3000:]
+
+
+def copy_peer_client(name: str):
+    """Node clients also run from the peers folder (for `playwright-core`)."""
+    import shutil
+
+    from helpers.paths import CLIENT_SCRIPTS, PEERS
+
+    target = PEERS / name
+    shutil.copy(CLIENT_SCRIPTS / name, target)
+    return target
