@@ -9,6 +9,7 @@ pub mod child_era;
 mod front;
 pub mod guard;
 mod http;
+mod jwks;
 mod ladder;
 mod legacy;
 mod listen;

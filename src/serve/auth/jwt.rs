@@ -11,8 +11,8 @@ use jsonwebtoken::{Validation, decode, decode_header};
 
 use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
-use super::jwks::{Keys, Missing};
 use super::{Caller, Refused, ResourceServerConfig};
+use crate::serve::jwks::{Keys, Missing};
 use crate::serve::remembered::{Remembered, digest};
 
 /// The longest an accepted token is taken on trust without checking it again.

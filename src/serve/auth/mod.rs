@@ -8,7 +8,6 @@
 
 mod claims;
 mod introspect;
-pub(crate) mod jwks;
 mod jwt;
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! The authorization server's signing keys: its metadata (RFC 8414, then OpenID Connect
+//! An authorization server's signing keys (for resource-server mode's access tokens and
+//! `--login-oidc`'s id_tokens): its metadata (RFC 8414, then OpenID Connect
 //! discovery) names `jwks_uri`; the key set is fetched once and kept, and a token signed
 //! with a key id the set does not have triggers one refetch, at most every
 //! `--oauth-jwks-refetch` seconds (key rotation without a restart, and no amplification of
