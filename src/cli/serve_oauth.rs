@@ -82,7 +82,8 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     login_max_pending: u64,
 
-    /// Most registered clients; the oldest is recycled (its grants revoked) past this.
+    /// Most registered clients; the oldest one without a live grant makes room for a new
+    /// one, and when every client is in use a registration is refused (503).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     oauth_max_clients: u64,
 

@@ -1,6 +1,6 @@
 //! Dynamic client registration (RFC 7591): public clients only (no secret is issued:
 //! PKCE protects the code), redirect URIs as `redirect` allows, a bounded table (the
-//! oldest client is recycled). Bad metadata gets `invalid_redirect_uri` or
+//! oldest client not in use is recycled; when all are in use, registration waits). Bad metadata gets `invalid_redirect_uri` or
 //! `invalid_client_metadata` with what would work.
 
 use http::StatusCode;
@@ -30,20 +30,31 @@ pub async fn register(server: &AuthServer, body: &[u8]) -> Reply {
     };
     let client_id = super::random_token();
     let metadata = serde_json::to_string(&record).expect("a client record serializes");
-    if let Err(e) = server
+    match server
         .store
         .register_client(client_id.clone(), metadata)
         .await
     {
-        tracing::error!("cannot record a client: {e}");
-        return reply::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "temporarily_unavailable",
-            "the authorization server cannot reach its store; try again shortly",
-        );
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(
+                "--oauth-max-clients reached and every client is in use: a registration was refused"
+            );
+            return reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "this server already holds as many clients as it keeps (--oauth-max-clients), each in use; try again later",
+            );
+        }
+        Err(e) => {
+            tracing::error!("cannot record a client: {e}");
+            return reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "the authorization server cannot reach its store; try again shortly",
+            );
+        }
     }
-    // The oldest client may have been recycled, its grants with it (--oauth-max-clients).
-    server.forget_accepted();
     tracing::info!(client_id = %client_id, client_name = record.client_name.as_deref().unwrap_or("-"), "client registered");
     let mut answer = json!({
         "client_id": client_id,

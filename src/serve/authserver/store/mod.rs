@@ -67,7 +67,8 @@ impl Location {
 /// Bounds on what the store holds (each a flag).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Registered clients; the oldest is recycled (its grants revoked) past this.
+    /// Registered clients; at this many, the oldest one not in use makes room, and when
+    /// all are in use a registration is refused.
     pub max_clients: usize,
     /// Live grants; the one expiring soonest is revoked past this.
     pub max_grants: usize,

@@ -256,13 +256,70 @@ async fn the_bounds_hold() {
             store.access("access-a".into()).await.unwrap().is_none(),
             "{kind}"
         );
-        // Clients: the oldest is recycled with its grants.
+        // Clients: the oldest idle one is recycled.
         for id in ["c1", "c2", "c3", "c4"] {
             store.register_client(id.into(), "{}".into()).await.unwrap();
         }
         assert!(store.client("c1".into()).await.unwrap().is_none(), "{kind}");
         assert!(store.client("c4".into()).await.unwrap().is_some(), "{kind}");
         store.collect_garbage().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_client_in_use_is_never_recycled_and_a_full_table_refuses() {
+    let limits = Limits {
+        max_clients: 2,
+        ..LIMITS
+    };
+    for (kind, store, _dir) in stores(limits).await {
+        assert!(
+            store
+                .register_client("busy".into(), "{}".into())
+                .await
+                .unwrap()
+        );
+        store.add_code("h".into(), code("busy")).await.unwrap();
+        store.redeem_code("h".into(), ok, issue("1")).await.unwrap();
+        assert!(
+            store
+                .register_client("idle".into(), "{}".into())
+                .await
+                .unwrap()
+        );
+        // Full: the idle one makes room, the busy one stays.
+        assert!(
+            store
+                .register_client("new".into(), "{}".into())
+                .await
+                .unwrap(),
+            "{kind}"
+        );
+        assert!(
+            store.client("idle".into()).await.unwrap().is_none(),
+            "{kind}"
+        );
+        assert!(
+            store.client("busy".into()).await.unwrap().is_some(),
+            "{kind}"
+        );
+        assert!(
+            store.access("access-1".into()).await.unwrap().is_some(),
+            "{kind}"
+        );
+        // A pending code counts as in use too; with both in use, registration is refused.
+        store.add_code("p".into(), code("new")).await.unwrap();
+        assert!(
+            !store
+                .register_client("more".into(), "{}".into())
+                .await
+                .unwrap(),
+            "{kind}"
+        );
+        assert!(
+            store.client("more".into()).await.unwrap().is_none(),
+            "{kind}"
+        );
     }
 }
 
