@@ -6,6 +6,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
+pub mod cluster_key;
 pub mod era;
 pub mod http;
 pub mod jsonrpc;
