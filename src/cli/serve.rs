@@ -364,17 +364,15 @@ fn resource_server(
         None => None,
         Some(raw) => {
             let url = crate::oauth::wellknown::checked(raw, "--introspection-url")?;
-            let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-            let (Some(client_id), Some(client_secret)) = (
-                from_env("MCP_STDIO_INTROSPECTION_CLIENT_ID"),
-                from_env("MCP_STDIO_INTROSPECTION_CLIENT_SECRET"),
-            ) else {
-                return Err("--introspection-url needs this resource's client credentials at the authorization server: set MCP_STDIO_INTROSPECTION_CLIENT_ID and MCP_STDIO_INTROSPECTION_CLIENT_SECRET".into());
-            };
+            let (client_id, client_secret) = super::serve_oauth::client_from_env(
+                "MCP_STDIO_INTROSPECTION_CLIENT_ID",
+                "MCP_STDIO_INTROSPECTION_CLIENT_SECRET",
+                "--introspection-url needs this resource's client credentials at the authorization server",
+            )?;
             Some(crate::serve::auth::IntrospectionConfig {
                 url,
                 client_id,
-                client_secret: Secret::new(client_secret),
+                client_secret,
                 concurrency: args.introspection_concurrency as usize,
             })
         }
@@ -387,11 +385,7 @@ fn resource_server(
         leeway: args.oauth_leeway,
         refetch_interval: args.oauth_jwks_refetch,
         token_cache: args.oauth_token_cache as usize,
-        http: crate::http::client::ClientOptions {
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Some(Duration::from_secs(30)),
-            extra_roots: Vec::new(),
-        },
+        http: super::serve_oauth::authorization_server_http(),
     }))
 }
 

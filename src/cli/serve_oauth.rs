@@ -247,13 +247,11 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
     let issuer = crate::oauth::wellknown::checked(raw, "--login-oidc").map_err(|e| {
         format!("{e}; give the provider's issuer URL, e.g. https://login.example.com/realms/team")
     })?;
-    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let (Some(client_id), Some(client_secret)) = (
-        from_env("MCP_STDIO_LOGIN_CLIENT_ID"),
-        from_env("MCP_STDIO_LOGIN_CLIENT_SECRET"),
-    ) else {
-        return Err("--login-oidc needs this server's client at the provider: set MCP_STDIO_LOGIN_CLIENT_ID and MCP_STDIO_LOGIN_CLIENT_SECRET".into());
-    };
+    let (client_id, client_secret) = client_from_env(
+        "MCP_STDIO_LOGIN_CLIENT_ID",
+        "MCP_STDIO_LOGIN_CLIENT_SECRET",
+        "--login-oidc needs this server's client at the provider",
+    )?;
     let claim = args.principal_claim.trim();
     if claim.is_empty() || !claim.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!(
@@ -272,17 +270,36 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
     Ok(Some(LoginConfig {
         issuer,
         client_id,
-        client_secret: crate::secret::Secret::new(client_secret),
+        client_secret,
         principal_claim: claim.to_owned(),
         allowed_users: args.allow_user.clone(),
         allowed_domains: args.allow_domain.clone(),
         max_pending: args.login_max_pending as usize,
-        http: crate::http::client::ClientOptions {
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Some(Duration::from_secs(30)),
-            extra_roots: Vec::new(),
-        },
+        http: authorization_server_http(),
     }))
+}
+
+/// A client id and secret from the environment (never flags: `ps` shows those); `needs`
+/// starts the error that names the variables.
+pub(super) fn client_from_env(
+    id_var: &str,
+    secret_var: &str,
+    needs: &str,
+) -> Result<(String, crate::secret::Secret), String> {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    match (from_env(id_var), from_env(secret_var)) {
+        (Some(id), Some(secret)) => Ok((id, crate::secret::Secret::new(secret))),
+        _ => Err(format!("{needs}: set {id_var} and {secret_var}")),
+    }
+}
+
+/// How serve talks to an authorization server or identity provider.
+pub(super) fn authorization_server_http() -> crate::http::client::ClientOptions {
+    crate::http::client::ClientOptions {
+        connect_timeout: Duration::from_secs(10),
+        read_timeout: Some(Duration::from_secs(30)),
+        extra_roots: Vec::new(),
+    }
 }
 
 /// Each of `raws` as an https URL with a host, no fragment or user, written canonically,

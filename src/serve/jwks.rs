@@ -36,6 +36,7 @@ struct KeySet {
 
 pub struct Keys {
     issuer: Url,
+    flag: &'static str,
     http: OAuthHttp,
     refetch_interval: Duration,
     current: RwLock<Arc<KeySet>>,
@@ -54,13 +55,16 @@ pub enum Missing {
 }
 
 impl Keys {
+    /// `flag` names where `issuer` came from (for errors).
     pub fn new(
         issuer: Url,
+        flag: &'static str,
         http: crate::http::client::ClientOptions,
         refetch_interval: Duration,
     ) -> Self {
         Self {
             issuer,
+            flag,
             http: OAuthHttp::new(http, MAX_DOCUMENT),
             refetch_interval,
             current: RwLock::new(Arc::default()),
@@ -119,48 +123,52 @@ impl Keys {
         Ok(set)
     }
 
-    /// `jwks_uri` from the issuer's metadata, whose `issuer` must be the configured one.
+    /// `jwks_uri` from the issuer's metadata.
     async fn discover(&self) -> Result<Url, String> {
-        #[derive(Deserialize)]
-        struct Metadata {
-            issuer: Option<String>,
-            jwks_uri: Option<String>,
-        }
-        let mut problems = Vec::new();
-        for candidate in wellknown::authorization_server_candidates(&self.issuer) {
-            let fetched = match self.http.get_json(&candidate).await {
-                Ok(fetched) if fetched.status.is_success() => fetched,
-                Ok(fetched) => {
-                    problems.push(format!("{}: HTTP {}", candidate.path(), fetched.status));
-                    continue;
-                }
-                Err(e) => {
-                    problems.push(e);
-                    continue;
-                }
-            };
-            let metadata: Metadata = serde_json::from_slice(&fetched.body)
-                .map_err(|e| format!("the authorization server metadata is not JSON ({e})"))?;
-            let issuer = metadata.issuer.unwrap_or_default();
-            if issuer != self.issuer.as_str()
-                && issuer != self.issuer.as_str().trim_end_matches('/')
-            {
-                return Err(format!(
-                    "the authorization server metadata names issuer {issuer:?}, not {:?} (--oauth-issuer)",
-                    self.issuer.as_str()
-                ));
-            }
-            let uri = metadata
-                .jwks_uri
-                .ok_or("the authorization server metadata has no jwks_uri")?;
-            return wellknown::checked(&uri, "jwks_uri");
-        }
-        Err(format!(
-            "no authorization server metadata for --oauth-issuer {} ({})",
-            self.issuer,
-            problems.join("; ")
-        ))
+        let metadata = server_metadata(&self.http, &self.issuer, self.flag).await?;
+        let uri = metadata["jwks_uri"]
+            .as_str()
+            .ok_or("the authorization server metadata has no jwks_uri")?;
+        wellknown::checked(uri, "jwks_uri")
     }
+}
+
+/// An authorization server's metadata document (RFC 8414, then OpenID Connect discovery),
+/// whose `issuer` must be exactly `issuer` (`flag` names where that came from, for the
+/// error).
+pub async fn server_metadata(
+    http: &OAuthHttp,
+    issuer: &Url,
+    flag: &str,
+) -> Result<serde_json::Value, String> {
+    let mut problems = Vec::new();
+    for candidate in wellknown::authorization_server_candidates(issuer) {
+        let fetched = match http.get_json(&candidate).await {
+            Ok(fetched) if fetched.status.is_success() => fetched,
+            Ok(fetched) => {
+                problems.push(format!("{}: HTTP {}", candidate.path(), fetched.status));
+                continue;
+            }
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let metadata: serde_json::Value = serde_json::from_slice(&fetched.body)
+            .map_err(|e| format!("the authorization server metadata is not JSON ({e})"))?;
+        let named = metadata["issuer"].as_str().unwrap_or_default();
+        if named != issuer.as_str() && named != issuer.as_str().trim_end_matches('/') {
+            return Err(format!(
+                "the authorization server metadata names issuer {named:?}, not {:?} ({flag})",
+                issuer.as_str()
+            ));
+        }
+        return Ok(metadata);
+    }
+    Err(format!(
+        "no authorization server metadata for {flag} {issuer} ({})",
+        problems.join("; ")
+    ))
 }
 
 /// The usable signing keys of a JWKS document; keys that cannot be used are skipped.

@@ -52,7 +52,12 @@ impl Verifier {
         Self {
             introspector,
             audience: config.audience.clone(),
-            keys: Keys::new(config.issuer, config.http, config.refetch_interval),
+            keys: Keys::new(
+                config.issuer,
+                "--oauth-issuer",
+                config.http,
+                config.refetch_interval,
+            ),
             issuer,
             validation,
             scopes: config.scopes,

@@ -153,9 +153,7 @@ pub fn too_large(max: usize) -> Reply {
 
 /// A fresh 256-bit random value, base64url (43 characters).
 pub fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut bytes).expect("the system's random source");
-    URL_SAFE_NO_PAD.encode(bytes)
+    crate::oauth::pkce::random_token(32).expose().to_owned()
 }
 
 /// What the store keeps of a token or code: its SHA-256, base64url.

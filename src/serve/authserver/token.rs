@@ -197,9 +197,9 @@ fn respond(
     refresh: String,
 ) -> Reply {
     let grant = match result {
-        Ok(Redeemed::Issued(grant)) => {
-            if what == "code" {
-                // A new grant may have pushed the oldest out (--oauth-max-grants).
+        Ok(Redeemed::Issued(grant, evicted)) => {
+            if evicted > 0 {
+                // Older grants made room for this one (--oauth-max-grants).
                 server.forget_accepted();
             }
             grant
@@ -259,9 +259,7 @@ fn valid_verifier(verifier: &str) -> bool {
 
 /// `BASE64URL(SHA256(verifier)) == challenge`, in constant time.
 fn challenge_matches(verifier: &str, challenge: &str) -> bool {
-    use base64::Engine;
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, verifier.as_bytes());
-    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref());
+    let computed = crate::oauth::pkce::challenge_for(verifier);
     #[allow(deprecated)] // the crate's constant-time comparison
     aws_lc_rs::constant_time::verify_slices_are_equal(computed.as_bytes(), challenge.as_bytes())
         .is_ok()

@@ -43,8 +43,8 @@ pub async fn handle(
     }
     // The MCP endpoint itself is never one of the authorization server's, so its requests
     // skip working out the issuer.
-    if let Some(server) = gateway.auth.embedded().cloned()
-        && !path.eq_ignore_ascii_case(&config.path)
+    if !path.eq_ignore_ascii_case(&config.path)
+        && let Some(server) = gateway.auth.embedded().cloned()
     {
         let issuer = issuer_for(&gateway, peer, request.headers());
         if let Some(endpoint) = server.endpoint(&method, &path, &issuer) {

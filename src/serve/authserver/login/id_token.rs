@@ -25,6 +25,7 @@ impl Verifier {
         Verifier {
             keys: Keys::new(
                 config.issuer.clone(),
+                "--login-oidc",
                 config.http.clone(),
                 Duration::from_secs(30),
             ),

@@ -44,7 +44,7 @@ struct Pending {
     /// The original `/authorize` query, replayed when the user is back.
     query: String,
     nonce: String,
-    verifier: String,
+    verifier: Secret,
 }
 
 pub struct OidcLogin {
@@ -69,18 +69,13 @@ impl OidcLogin {
         let endpoints = self.provider.endpoints().await?;
         let state = super::random_token();
         let nonce = super::random_token();
-        let verifier = super::random_token();
-        let challenge = {
-            use base64::Engine;
-            let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, verifier.as_bytes());
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.as_ref())
-        };
+        let pkce = crate::oauth::pkce::Pkce::generate();
         self.pending.insert(
             digest(&state),
             Pending {
                 query: query.to_owned(),
                 nonce: nonce.clone(),
-                verifier,
+                verifier: pkce.verifier,
             },
             PENDING_FOR,
         );
@@ -98,7 +93,7 @@ impl OidcLogin {
             .append_pair("scope", scope)
             .append_pair("state", &state)
             .append_pair("nonce", &nonce)
-            .append_pair("code_challenge", &challenge)
+            .append_pair("code_challenge", &pkce.challenge)
             .append_pair("code_challenge_method", "S256");
         Ok(url.into())
     }
@@ -139,7 +134,7 @@ impl OidcLogin {
                 &endpoints,
                 code,
                 callback,
-                &pending.verifier,
+                pending.verifier.expose(),
                 &self.config.client_id,
                 &self.config.client_secret,
             )

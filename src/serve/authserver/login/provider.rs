@@ -1,5 +1,5 @@
-//! The OpenID provider as a client sees it: its endpoints from discovery (OpenID
-//! Connect, then RFC 8414), kept once found, the code exchange (client secret over HTTP
+//! The OpenID provider as a client sees it: its endpoints from its metadata (the same
+//! discovery as resource-server mode's, `serve::jwks::server_metadata`), kept once found, the code exchange (client secret over HTTP
 //! Basic, PKCE verifier) that yields the id_token, and UserInfo for claims a provider
 //! keeps out of the id_token (OpenID Connect Core §5.4 allows that once an access token is
 //! issued).
@@ -50,49 +50,19 @@ impl Provider {
     }
 
     async fn discover(&self) -> Result<Endpoints, String> {
-        let mut candidates = wellknown::authorization_server_candidates(&self.issuer);
-        candidates.reverse(); // OpenID Connect discovery first: this is an OpenID provider.
-        let mut problems = Vec::new();
-        for candidate in candidates {
-            let fetched = match self.http.get_json(&candidate).await {
-                Ok(f) if f.status.is_success() => f,
-                Ok(f) => {
-                    problems.push(format!("{}: HTTP {}", candidate.path(), f.status));
-                    continue;
-                }
-                Err(e) => {
-                    problems.push(e);
-                    continue;
-                }
-            };
-            let metadata: serde_json::Value = serde_json::from_slice(&fetched.body)
-                .map_err(|_| "the identity provider's metadata is not JSON".to_owned())?;
-            let issuer = metadata["issuer"].as_str().unwrap_or_default();
-            if issuer != self.issuer.as_str()
-                && issuer != self.issuer.as_str().trim_end_matches('/')
-            {
-                return Err(format!(
-                    "the identity provider's metadata names issuer {issuer:?}, not {} (--login-oidc)",
-                    self.issuer
-                ));
-            }
-            let endpoint = |name: &str| {
-                metadata[name]
-                    .as_str()
-                    .ok_or_else(|| format!("the identity provider's metadata has no {name}"))
-                    .and_then(|raw| wellknown::checked(raw, name))
-            };
-            return Ok(Endpoints {
-                authorization: endpoint("authorization_endpoint")?,
-                token: endpoint("token_endpoint")?,
-                userinfo: endpoint("userinfo_endpoint").ok(),
-            });
-        }
-        Err(format!(
-            "cannot reach the identity provider {} ({})",
-            self.issuer,
-            problems.join("; ")
-        ))
+        let metadata =
+            crate::serve::jwks::server_metadata(&self.http, &self.issuer, "--login-oidc").await?;
+        let endpoint = |name: &str| {
+            metadata[name]
+                .as_str()
+                .ok_or_else(|| format!("the identity provider's metadata has no {name}"))
+                .and_then(|raw| wellknown::checked(raw, name))
+        };
+        Ok(Endpoints {
+            authorization: endpoint("authorization_endpoint")?,
+            token: endpoint("token_endpoint")?,
+            userinfo: endpoint("userinfo_endpoint").ok(),
+        })
     }
 
     /// Redeems the code; the id_token (and the access token, for UserInfo).

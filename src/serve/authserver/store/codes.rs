@@ -109,8 +109,8 @@ impl Store {
             )?;
             tx.execute("UPDATE codes SET grant_id = $1 WHERE code_hash = $2", &[grant.grant_id.clone().into(), code_hash.into()])?;
             insert_tokens(tx, &grant.grant_id, &issue, now, 0)?;
-            evict_grants(tx, max_grants, now)?;
-            Ok(Redeemed::Issued(grant))
+            let evicted = evict_grants(tx, max_grants, now)?;
+            Ok(Redeemed::Issued(grant, evicted))
         })
         .await
     }

@@ -20,7 +20,7 @@ impl Store {
         .await
     }
 
-    /// Live grants (for tests and the metrics).
+    /// Live grants (the store tests count them).
     pub async fn live_grants(&self) -> Result<i64, SqlError> {
         self.transaction(|tx| {
             count(

@@ -124,7 +124,9 @@ pub struct Issue {
 /// What redeeming a code or a refresh token came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Redeemed<E> {
-    Issued(Grant),
+    /// The grant, and how many older grants were revoked to make room for it
+    /// (`--oauth-max-grants`).
+    Issued(Grant, usize),
     /// Never issued (or long forgotten).
     Unknown,
     Expired,
@@ -246,21 +248,22 @@ fn insert_tokens(
 }
 
 /// Past `max` live grants, the ones expiring soonest are revoked.
-fn evict_grants(tx: &mut dyn Tx, max: i64, now: i64) -> Result<(), SqlError> {
+fn evict_grants(tx: &mut dyn Tx, max: i64, now: i64) -> Result<usize, SqlError> {
     let live = count(
         tx,
         "SELECT COUNT(*) FROM grants WHERE revoked_at IS NULL",
         &[],
     )?;
     if live <= max {
-        return Ok(());
+        return Ok(0);
     }
     let victims = tx.query(
         "SELECT grant_id FROM grants WHERE revoked_at IS NULL ORDER BY expires_at, created_us LIMIT $1",
         &[(live - max).into()],
     )?;
+    let evicted = victims.len();
     for row in victims {
         revoke_grant(tx, &text(&row[0]), now)?;
     }
-    Ok(())
+    Ok(evicted)
 }

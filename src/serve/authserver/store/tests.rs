@@ -93,7 +93,7 @@ async fn a_code_is_redeemed_once_and_a_replay_revokes_its_grant() {
             .redeem_code("h1".into(), ok, issue("1"))
             .await
             .unwrap();
-        let Redeemed::Issued(grant) = first else {
+        let Redeemed::Issued(grant, _) = first else {
             panic!("{kind}: {first:?}")
         };
         assert_eq!(grant.principal, "alice");
@@ -164,7 +164,7 @@ async fn refresh_rotates_once_and_reuse_revokes_the_family() {
             .await
             .unwrap();
         assert!(
-            matches!(rotated, Redeemed::Issued(_)),
+            matches!(rotated, Redeemed::Issued(..)),
             "{kind}: {rotated:?}"
         );
         assert!(
@@ -175,7 +175,7 @@ async fn refresh_rotates_once_and_reuse_revokes_the_family() {
             .rotate_refresh("refresh-2".into(), grant_ok, issue("3"))
             .await
             .unwrap();
-        assert!(matches!(rotated, Redeemed::Issued(_)), "{kind}");
+        assert!(matches!(rotated, Redeemed::Issued(..)), "{kind}");
         assert!(
             store.access("access-1".into()).await.unwrap().is_none(),
             "{kind}: older ones end"
@@ -226,7 +226,7 @@ async fn concurrent_redemptions_of_one_code_issue_one_grant() {
         let results = futures_util::future::join_all(attempts).await;
         let issued = results
             .iter()
-            .filter(|r| matches!(r.as_ref().unwrap(), Redeemed::Issued(_)))
+            .filter(|r| matches!(r.as_ref().unwrap(), Redeemed::Issued(..)))
             .count();
         assert_eq!(issued, 1, "{kind}");
         // The replays revoked the one grant.
@@ -347,7 +347,7 @@ async fn revocation_ends_a_grant_or_one_token() {
                 .rotate_refresh("refresh-1".into(), grant_ok, issue("2"))
                 .await
                 .unwrap(),
-            Redeemed::Issued(_)
+            Redeemed::Issued(..)
         ));
         assert_eq!(
             store.revoke("refresh-2".into(), "c".into()).await.unwrap(),

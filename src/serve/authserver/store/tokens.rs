@@ -69,7 +69,7 @@ impl Store {
                 &[grant_id.clone().into(), (generation - 1).into()],
             )?;
             insert_tokens(tx, &grant_id, &issue, now, generation)?;
-            Ok(Redeemed::Issued(grant))
+            Ok(Redeemed::Issued(grant, 0))
         })
         .await
     }
