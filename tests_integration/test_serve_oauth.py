@@ -215,56 +215,74 @@ def sign_in_at_provider(authorize_url: str, callback: str, user: str) -> tuple[s
     return stop.reached, page
 
 
-def test_users_sign_in_at_an_openid_provider(tmp_path):
-    import base64
-    import hashlib
+class LoginWorld:
+    """oidc-provider with its login page, serve --login-oidc in front of pid_server.py, and
+    one registered client whose authorization request (`query`) waits to be opened."""
 
-    port = free_port()
-    secret = "login-secret-" + uuid.uuid4().hex
-    provider = subprocess.Popen(
-        [str(NODE_BIN / "node"), str(copy_peer("oidc_login.mjs")), f"http://127.0.0.1:{port}/login-callback", secret],
-        env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
-    env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": secret}
-    serve = subprocess.Popen(
-        [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
-         "--login-oidc", issuer, "--principal-claim", "email", "--allow-domain", "example.com", "--log-level", "debug",
-         "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    CALLBACK = "http://127.0.0.1:9/cb"
+
+    def __init__(self, tmp_path, *serve_flags: str):
+        import base64
+        import hashlib
+
+        port = free_port()
+        self.secret = "login-secret-" + uuid.uuid4().hex
+        self.provider = subprocess.Popen(
+            [str(NODE_BIN / "node"), str(copy_peer("oidc_login.mjs")), f"http://127.0.0.1:{port}/login-callback", self.secret],
+            env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        issuer = f"http://127.0.0.1:{self.provider.stdout.readline().strip()}"
+        env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": self.secret}
+        self.serve = subprocess.Popen(
+            [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
+             "--login-oidc", issuer, *serve_flags, "--log-level", "debug", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        wait_listening(port, self.serve)
+        self.base = f"http://127.0.0.1:{port}"
+        self.client_id = register(self.base, self.CALLBACK)
+        self.verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(self.verifier.encode()).digest()).rstrip(b"=").decode()
+        query = urllib.parse.urlencode({"response_type": "code", "client_id": self.client_id, "redirect_uri": self.CALLBACK,
+                                        "state": "s1", "code_challenge": challenge, "code_challenge_method": "S256"})
+        self.authorize_url = f"{self.base}/authorize?{query}"
+
+    def redeem(self, callback_url: str) -> tuple[str, str]:
+        """The code from where the browser was sent, redeemed: (code, access token)."""
+        code = urllib.parse.parse_qs(urllib.parse.urlparse(callback_url).query)["code"][0]
+        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": self.client_id, "code": code,
+                                       "redirect_uri": self.CALLBACK, "code_verifier": self.verifier}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{self.base}/token", data=form), timeout=10) as response:
+            return code, json.load(response)["access_token"]
+
+    def stop(self) -> str:
+        """Ends both; serve's log."""
+        log = stop(self.serve)
+        self.provider.terminate()
+        self.provider.wait(timeout=10)
+        return log
+
+
+def test_users_sign_in_at_an_openid_provider(tmp_path):
+    world = LoginWorld(tmp_path, "--principal-claim", "email", "--allow-domain", "example.com")
     try:
-        wait_listening(port, serve)
-        base = f"http://127.0.0.1:{port}"
-        callback = "http://127.0.0.1:9/cb"
-        client_id = register(base, callback)
-        verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-        query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": callback, "state": "s1",
-                                        "code_challenge": challenge, "code_challenge_method": "S256"})
-        reached, consent_page = sign_in_at_provider(f"{base}/authorize?{query}", callback, "ann")
+        reached, consent_page = sign_in_at_provider(world.authorize_url, world.CALLBACK, "ann")
         assert reached, consent_page
         assert "ann@example.com" in consent_page, consent_page
-        code = urllib.parse.parse_qs(urllib.parse.urlparse(reached).query)["code"][0]
-        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": client_id, "code": code,
-                                       "redirect_uri": callback, "code_verifier": verifier}).encode()
-        with urllib.request.urlopen(urllib.request.Request(f"{base}/token", data=form), timeout=10) as response:
-            access = json.load(response)["access_token"]
+        code, access = world.redeem(reached)
         initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
-        request = urllib.request.Request(f"{base}/mcp", data=initialize, headers={
+        request = urllib.request.Request(f"{world.base}/mcp", data=initialize, headers={
             "Authorization": f"Bearer {access}", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
         # Someone outside --allow-domain gets a page that says so, and no code.
-        reached, refusal = sign_in_at_provider(f"{base}/authorize?{query}", callback, "eve@elsewhere.org")
+        reached, refusal = sign_in_at_provider(world.authorize_url, world.CALLBACK, "eve@elsewhere.org")
         assert reached is None and "may not use this server" in refusal, refusal
     finally:
-        log = stop(serve)
-        provider.terminate()
-        provider.wait(timeout=10)
+        log = world.stop()
     assert "principal=ann@example.com" in log, log[-3000:]
-    assert secret not in log and access not in log and code not in log
+    assert world.secret not in log and access not in log and code not in log
 
 
 def copy_peer(name: str):
@@ -351,49 +369,22 @@ def test_a_user_signs_in_with_headless_chromium(tmp_path):
     """The same sign-in as above in a real browser: Debian's Chromium runs the provider's
     login page and serve's consent page, whose Content-Security-Policy it enforces
     (`form-action` on the redirect after the POST included: WORKAROUNDS.md 41)."""
-    import base64
-    import hashlib
     import shutil
 
     assert shutil.which("chromium"), "scripts/test-all installs Debian's chromium package"
-    port = free_port()
-    secret = "login-secret-" + uuid.uuid4().hex
-    provider = subprocess.Popen(
-        [str(NODE_BIN / "node"), str(copy_peer("oidc_login.mjs")), f"http://127.0.0.1:{port}/login-callback", secret],
-        env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    issuer = f"http://127.0.0.1:{provider.stdout.readline().strip()}"
-    env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": secret}
-    serve = subprocess.Popen(
-        [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
-         "--login-oidc", issuer, "--log-level", "debug", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    world = LoginWorld(tmp_path)
     try:
-        wait_listening(port, serve)
-        base = f"http://127.0.0.1:{port}"
-        callback = "http://127.0.0.1:9/cb"
-        client_id = register(base, callback)
-        verifier = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-        query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": callback, "state": "s1",
-                                        "code_challenge": challenge, "code_challenge_method": "S256"})
         script = copy_peer_client("chromium_signin.mjs")
-        run = subprocess.run([str(NODE_BIN / "node"), str(script), f"{base}/authorize?{query}", callback, "ann"],
+        run = subprocess.run([str(NODE_BIN / "node"), str(script), world.authorize_url, world.CALLBACK, "ann"],
                              env=node_env(), capture_output=True, text=True, timeout=90)
         assert run.returncode == 0, run.stderr
         result = json.loads(run.stdout.strip().splitlines()[-1])
         assert result["callback"], result
         assert not result["blocked"], result
-        code = urllib.parse.parse_qs(urllib.parse.urlparse(result["callback"]).query)["code"][0]
-        form = urllib.parse.urlencode({"grant_type": "authorization_code", "client_id": client_id, "code": code,
-                                       "redirect_uri": callback, "code_verifier": verifier}).encode()
-        with urllib.request.urlopen(urllib.request.Request(f"{base}/token", data=form), timeout=10) as response:
-            assert json.load(response)["access_token"].startswith("mcpat_")
+        _, access = world.redeem(result["callback"])
+        assert access.startswith("mcpat_")
     finally:
-        log = stop(serve)
-        provider.terminate()
-        provider.wait(timeout=10)
+        log = world.stop()
     assert "principal=ann" in log, log[-3000:]
 
 

@@ -208,10 +208,7 @@ impl Serve {
     }
 
     pub async fn initialize(&self) -> String {
-        let answer = self
-            .post(None, json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-                "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}))
-            .await;
+        let answer = self.send("POST", "/mcp", &[], &initialize_body()).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
         answer.session()
     }
@@ -220,6 +217,26 @@ impl Serve {
         self.post(Some(session), json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments}}))
             .await
     }
+}
+
+/// A handshake-era `initialize` request, as a client opens a session with.
+pub fn initialize_body() -> String {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})
+    .to_string()
+}
+
+/// `initialize` with `Authorization: Bearer TOKEN`.
+pub async fn initialize_as(serve: &Serve, token: &str) -> Answer {
+    let auth = format!("Bearer {token}");
+    serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth)],
+            &initialize_body(),
+        )
+        .await
 }
 
 /// Reads a streaming body into `seen` until `done` says it has what it waits for.

@@ -47,24 +47,6 @@ fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
 
-fn initialize_body() -> String {
-    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})
-    .to_string()
-}
-
-async fn initialize_as(serve: &Serve, token: &str) -> Answer {
-    let auth = bearer(token);
-    serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("authorization", &auth)],
-            &initialize_body(),
-        )
-        .await
-}
-
 async fn whoami_modern(serve: &Serve, token: &str, id: u64) -> String {
     let auth = bearer(token);
     let answer = serve

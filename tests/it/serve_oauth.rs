@@ -24,24 +24,6 @@ pub async fn start_as(dir: &tempfile::TempDir, extra: &[&str]) -> Serve {
     Serve::start(&flags).await
 }
 
-fn initialize_body() -> String {
-    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})
-    .to_string()
-}
-
-pub async fn initialize_with(serve: &Serve, access: &str) -> Answer {
-    let auth = format!("Bearer {access}");
-    serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("authorization", &auth)],
-            &initialize_body(),
-        )
-        .await
-}
-
 #[tokio::test]
 async fn a_client_signs_in_calls_refreshes_and_revokes() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,19 +83,19 @@ async fn a_client_signs_in_calls_refreshes_and_revokes() {
     assert!(first.access.starts_with("mcpat_"), "{}", first.access);
     assert_eq!(first.body["token_type"], "Bearer");
     assert_eq!(first.body["expires_in"], 3600);
-    let session = initialize_with(&serve, &first.access).await;
+    let session = initialize_as(&serve, &first.access).await;
     assert_eq!(session.status, 200, "{}", session.body);
     serve.wait_stderr("principal=alice").await;
 
     // Rotation: a new pair; the spent refresh token presented again revokes the grant.
     let second = tokens(&refresh(&serve, &client_id, &first.refresh).await);
     assert_ne!(second.refresh, first.refresh);
-    assert_eq!(initialize_with(&serve, &second.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &second.access).await.status, 200);
     let reused = refresh(&serve, &client_id, &first.refresh).await;
     assert_eq!(reused.status, 400);
     assert_eq!(reused.json()["error"], "invalid_grant");
     for dead in [&second.access, &first.access] {
-        let refused = initialize_with(&serve, dead).await;
+        let refused = initialize_as(&serve, dead).await;
         assert_eq!(refused.status, 401, "{}", refused.body);
         assert!(
             refused.headers["www-authenticate"]
@@ -133,7 +115,7 @@ async fn a_client_signs_in_calls_refreshes_and_revokes() {
     let pkce = Pkce::new();
     let code = code_for(&serve, &client_id, &pkce, &[]).await;
     let third = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
-    assert_eq!(initialize_with(&serve, &third.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &third.access).await.status, 200);
     let revoked = serve
         .send_form(
             "/revoke",
@@ -142,7 +124,7 @@ async fn a_client_signs_in_calls_refreshes_and_revokes() {
         )
         .await;
     assert_eq!(revoked.status, 200, "{}", revoked.body);
-    assert_eq!(initialize_with(&serve, &third.access).await.status, 401);
+    assert_eq!(initialize_as(&serve, &third.access).await.status, 401);
     // Unknown tokens are a success too (nothing is learned).
     let unknown = serve
         .send_form(
@@ -186,11 +168,11 @@ async fn a_refresh_token_issued_before_a_restart_works_after_it() {
     serve.child.kill().await.unwrap();
     let serve = start_as(&dir, &["--port", &port]).await;
     assert_eq!(
-        initialize_with(&serve, &tokens_before.access).await.status,
+        initialize_as(&serve, &tokens_before.access).await.status,
         200
     );
     let after = tokens(&refresh(&serve, &client_id, &tokens_before.refresh).await);
-    assert_eq!(initialize_with(&serve, &after.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &after.access).await.status, 200);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -241,7 +223,7 @@ async fn scopes_are_advertised_granted_and_enforced() {
     let code = code_for(&serve, &client_id, &pkce, &[("scope", "mcp:tools openid")]).await;
     let narrow = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
     assert_eq!(narrow.body["scope"], "mcp:tools");
-    let refused = initialize_with(&serve, &narrow.access).await;
+    let refused = initialize_as(&serve, &narrow.access).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     let challenge = refused.headers["www-authenticate"].to_str().unwrap();
     assert!(
@@ -272,7 +254,7 @@ async fn scopes_are_advertised_granted_and_enforced() {
     let code = code_for(&serve, &client_id, &pkce, &[]).await;
     let full = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
     assert_eq!(full.body["scope"], "mcp:tools mcp:admin");
-    assert_eq!(initialize_with(&serve, &full.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &full.access).await.status, 200);
 }
 
 #[tokio::test]
@@ -300,7 +282,7 @@ async fn the_user_comes_from_a_trusted_proxy_header_only() {
     .await;
     let code = location_param(&approved, "code").expect("a code");
     let bob = tokens(&redeem(&trusting, &client_id, &code, &pkce.verifier).await);
-    assert_eq!(initialize_with(&trusting, &bob.access).await.status, 200);
+    assert_eq!(initialize_as(&trusting, &bob.access).await.status, 200);
     trusting.wait_stderr("principal=bob@example.com").await;
     // No header: no user, and the client is told so.
     let nobody = trusting.send("GET", &path, &[], "").await;
@@ -364,7 +346,7 @@ async fn two_users_get_two_children_and_cannot_use_each_others_sessions() {
         let code = location_param(&answer, "code").unwrap();
         access.push(tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await).access);
     }
-    let ann_session = initialize_with(&serve, &access[0]).await.session();
+    let ann_session = initialize_as(&serve, &access[0]).await.session();
     let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}).to_string();
     let as_ann = format!("Bearer {}", access[0]);
     let own = serve
@@ -481,11 +463,8 @@ async fn an_https_public_url_with_a_path_makes_the_issuer_and_iss_is_sent() {
     );
     let code = location_param(&answer, "code").unwrap();
     let tokens = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
-    assert_eq!(initialize_with(&serve, &tokens.access).await.status, 200);
-    assert_eq!(
-        initialize_with(&serve, "mcpat_not-a-token").await.status,
-        401
-    );
+    assert_eq!(initialize_as(&serve, &tokens.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, "mcpat_not-a-token").await.status, 401);
 
     // Each decision is counted by outcome.
     let auth = format!("Bearer {}", tokens.access);

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::common::serve::*;
 use crate::common::signin::*;
-use crate::serve_oauth::{initialize_with, start_as};
+use crate::serve_oauth::start_as;
 
 fn error_of(answer: &Answer) -> String {
     answer.json()["error"].as_str().unwrap_or("").to_owned()
@@ -68,16 +68,16 @@ async fn a_replayed_code_revokes_the_tokens_it_produced() {
     let pkce = Pkce::new();
     let code = code_for(&serve, &client_id, &pkce, &[]).await;
     let stolen = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
-    assert_eq!(initialize_with(&serve, &stolen.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &stolen.access).await.status, 200);
     let replay = redeem(&serve, &client_id, &code, &pkce.verifier).await;
     assert_eq!(error_of(&replay), "invalid_grant", "{}", replay.body);
-    assert_eq!(initialize_with(&serve, &stolen.access).await.status, 401);
+    assert_eq!(initialize_as(&serve, &stolen.access).await.status, 401);
     assert_eq!(
         refresh(&serve, &client_id, &stolen.refresh).await.status,
         400
     );
     // Another grant is untouched.
-    assert_eq!(initialize_with(&serve, &bystander.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &bystander.access).await.status, 200);
     serve.wait_stderr("whole grant is revoked").await;
 }
 
@@ -107,7 +107,7 @@ async fn a_code_and_a_refresh_token_work_only_for_their_own_client() {
         .await;
     assert_eq!(revoke_as_attacker.status, 200);
     assert_eq!(
-        initialize_with(&serve, &victim_tokens.access).await.status,
+        initialize_as(&serve, &victim_tokens.access).await.status,
         200,
         "still the victim's"
     );
@@ -306,7 +306,7 @@ async fn every_table_is_bounded() {
         .await;
     assert_eq!(kept.status, 200, "{}", kept.body);
     assert_eq!(
-        initialize_with(&serve, &first_tokens.access).await.status,
+        initialize_as(&serve, &first_tokens.access).await.status,
         200
     );
     // Pending codes: one waits, the next sign-in is told to try again.
@@ -325,12 +325,12 @@ async fn every_table_is_bounded() {
     );
     // Grants: a second one revokes the one expiring soonest.
     let one = tokens(&redeem(&serve, &third, &waiting, &pkce.verifier).await);
-    assert_eq!(initialize_with(&serve, &one.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &one.access).await.status, 200);
     let pkce = Pkce::new();
     let code = code_for(&serve, &third, &pkce, &[]).await;
     let two = tokens(&redeem(&serve, &third, &code, &pkce.verifier).await);
-    assert_eq!(initialize_with(&serve, &two.access).await.status, 200);
-    assert_eq!(initialize_with(&serve, &one.access).await.status, 401);
+    assert_eq!(initialize_as(&serve, &two.access).await.status, 200);
+    assert_eq!(initialize_as(&serve, &one.access).await.status, 401);
 }
 
 #[tokio::test]
