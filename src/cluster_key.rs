@@ -90,6 +90,35 @@ impl ClusterKey {
     }
 }
 
+impl ClusterKey {
+    /// A 256-bit secret for one purpose (an HMAC key), from the current key and then the
+    /// previous one: sign with the first, accept any.
+    pub fn secrets(&self, purpose: &'static str) -> Vec<[u8; 32]> {
+        std::iter::once(&self.current)
+            .chain(self.previous.as_ref())
+            .map(|key| {
+                let mut out = [0u8; 32];
+                Salt::new(HKDF_SHA256, SALT)
+                    .extract(key)
+                    .expand(&[purpose.as_bytes()], Length32)
+                    .expect("HKDF can make 32 bytes")
+                    .fill(&mut out)
+                    .expect("HKDF fills 32 bytes");
+                out
+            })
+            .collect()
+    }
+}
+
+/// HKDF output of 32 bytes.
+struct Length32;
+
+impl aws_lc_rs::hkdf::KeyType for Length32 {
+    fn len(&self) -> usize {
+        32
+    }
+}
+
 fn derive(secret: &[u8], purpose: &str) -> LessSafeKey {
     let info = [purpose.as_bytes()];
     let prk = Salt::new(HKDF_SHA256, SALT).extract(secret);
@@ -204,6 +233,16 @@ mod tests {
         for junk in ["", "not base64 !", "AAAA", &"A".repeat(200)] {
             assert!(sessions.open(junk).is_none(), "{junk}");
         }
+    }
+
+    #[test]
+    fn secrets_differ_by_purpose_and_survive_a_rotation() {
+        let old = ClusterKey::parse(A).unwrap();
+        let rotated = ClusterKey::parse(&format!("{B}\n{A}")).unwrap();
+        assert_eq!(old.secrets("csrf").len(), 1);
+        assert_ne!(old.secrets("csrf")[0], old.secrets("other")[0]);
+        assert_eq!(rotated.secrets("csrf")[1], old.secrets("csrf")[0]);
+        assert_ne!(rotated.secrets("csrf")[0], old.secrets("csrf")[0]);
     }
 
     #[test]

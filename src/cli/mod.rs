@@ -11,6 +11,7 @@ mod oauth;
 mod relay;
 mod sandbox;
 mod serve;
+mod serve_cluster;
 mod serve_oauth;
 mod tokens;
 

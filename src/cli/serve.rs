@@ -152,6 +152,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     embedded: super::serve_oauth::EmbeddedArgs,
 
+    #[command(flatten)]
+    cluster: super::serve_cluster::ClusterArgs,
+
     /// The stdio server's protocol era: `auto` asks a disposable sibling process
     /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
     /// requests through with their envelope.
@@ -251,6 +254,17 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         public_url.as_ref(),
     )?;
     let resource_server = resource_server(&args, public_url.as_ref(), auth_server.is_some())?;
+    let cluster = super::serve_cluster::cluster_config(&args.cluster)?;
+    let mut auth_server = auth_server;
+    if let (Some(cluster), Some(server)) = (&cluster, &mut auth_server) {
+        if matches!(
+            server.store,
+            crate::serve::authserver::store::Location::Sqlite(_)
+        ) {
+            return Err("--enable-oauth among replicas needs a store they share: --oauth-store postgres://USER@HOST/DB (a SQLite file belongs to one replica)".into());
+        }
+        server.cluster_key = Some(cluster.key.clone());
+    }
     let modes = [
         (auth_token.is_some(), "--auth-token (one shared secret)"),
         (
@@ -332,6 +346,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         },
         child_probe_timeout: args.child_probe_timeout,
         input_timeout: args.input_timeout,
+        cluster,
     })
 }
 

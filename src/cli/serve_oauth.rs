@@ -99,6 +99,12 @@ pub struct EmbeddedArgs {
     /// Largest body the authorization server's endpoints read, in bytes.
     #[arg(long, value_name = "BYTES", default_value = "16384", value_parser = clap::value_parser!(u64).range(1024..=1_048_576))]
     oauth_max_form_size: u64,
+
+    /// Seconds an access token, once found live in the store, is believed without asking
+    /// again: how long a revocation made on another replica may take to hold here (0: ask
+    /// the store on every request).
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = super::non_negative_seconds, allow_hyphen_values = true)]
+    oauth_accepted_for: Duration,
 }
 
 impl EmbeddedArgs {
@@ -234,8 +240,14 @@ pub fn auth_server(
         allowed_redirect_uris,
         allowed_client_id_urls,
         login,
-        token_cache,
+        token_cache: if args.oauth_accepted_for.is_zero() {
+            0
+        } else {
+            token_cache
+        },
+        accepted_for: args.oauth_accepted_for,
         max_form_size: args.oauth_max_form_size as usize,
+        cluster_key: None,
     }))
 }
 

@@ -11,4 +11,4 @@ mod round;
 mod table;
 
 pub use round::{Asked, Question, Resumed, Retry, Rounds};
-pub use table::Parked;
+pub use table::{Parked, Sealing};

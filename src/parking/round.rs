@@ -98,6 +98,19 @@ impl<T: Send + 'static> Rounds<T> {
         })
     }
 
+    /// Rounds whose states are sealed and name this replica (`serve` among replicas).
+    pub fn sealed(timeout: Duration, sealing: super::Sealing) -> Arc<Self> {
+        Arc::new(Self {
+            table: Parked::sealed(sealing),
+            timeout,
+        })
+    }
+
+    /// The replica a retry's `requestState` names, if it is sealed by this cluster.
+    pub fn owner(&self, state: &str) -> Option<String> {
+        self.table.owner(state)
+    }
+
     /// How many calls wait for a retry.
     pub fn count(&self) -> usize {
         self.table.count()

@@ -52,6 +52,15 @@ pub async fn post(
         if gateway.closing.is_cancelled() {
             return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
         }
+        if gateway.draining.is_cancelled() {
+            // Nothing was started: safe for a load balancer to retry on another replica.
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                raw_id,
+                INTERNAL_ERROR,
+                "Service Unavailable: this replica is shutting down and takes no new sessions; retry (another replica will take it)",
+            );
+        }
         let session = match gateway.sessions.create(gateway, principal, false) {
             Ok(session) => session,
             Err(Refused::Full(max)) => {

@@ -15,6 +15,12 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, u16), u64>>,
     /// Authentication decisions by outcome (a fixed, small label set).
     auth: Mutex<BTreeMap<&'static str, u64>>,
+    /// Requests sent on to the replica that owns them, by outcome (a fixed label set).
+    forwarded: Mutex<BTreeMap<&'static str, u64>>,
+    /// Requests served for another replica (they carried a valid introduction).
+    pub from_peers: AtomicU64,
+    /// Requests refused because their replica-to-replica header did not verify.
+    pub peer_refused: AtomicU64,
     buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -63,6 +69,16 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// Counts one forward to another replica: `answered`, or why it got no answer.
+    pub fn forwarded(&self, outcome: &'static str) {
+        *self
+            .forwarded
+            .lock()
+            .expect("metrics lock")
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
     pub fn render(&self, sessions: usize, children: usize) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -100,6 +116,26 @@ impl Metrics {
         for (outcome, n) in self.auth.lock().expect("metrics lock").iter() {
             let _ = writeln!(out, "mcp_stdio_auth_total{{outcome=\"{outcome}\"}} {n}");
         }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_forwarded_total Requests sent on to the replica that owns their session or parked call, by outcome (answered, owner_gone, timeout, busy, failed).\n# TYPE mcp_stdio_forwarded_total counter"
+        );
+        for (outcome, n) in self.forwarded.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "mcp_stdio_forwarded_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_requests_total Requests served for another replica.\n# TYPE mcp_stdio_peer_requests_total counter\nmcp_stdio_peer_requests_total {}",
+            self.from_peers.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_refused_total Requests whose replica-to-replica header did not verify.\n# TYPE mcp_stdio_peer_refused_total counter\nmcp_stdio_peer_refused_total {}",
+            self.peer_refused.load(Ordering::Relaxed)
+        );
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_request_duration_seconds Time to answer (or to start streaming).\n# TYPE mcp_stdio_request_duration_seconds histogram"

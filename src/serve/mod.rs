@@ -6,6 +6,7 @@ pub mod auth;
 pub mod authserver;
 mod child;
 pub mod child_era;
+pub mod cluster;
 mod front;
 pub mod guard;
 mod http;
@@ -18,6 +19,7 @@ mod modern;
 mod params;
 mod pool;
 mod remembered;
+mod replica;
 mod session;
 mod sessions;
 mod tool_cache;
@@ -81,6 +83,8 @@ pub struct ServeConfig {
     pub child_probe_timeout: Duration,
     /// `--input-timeout`: how long a call waits parked for a client's `input_required` retry.
     pub input_timeout: Duration,
+    /// `--cluster-key-file` and `--advertise-url`: one of several replicas.
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 /// State shared by every connection.
@@ -92,6 +96,11 @@ pub struct Gateway {
     pub metrics: metrics::Metrics,
     /// Fired at shutdown: streams end, no new sessions start.
     pub closing: CancellationToken,
+    /// Fired at SIGTERM among replicas: not ready, no new sessions, the open ones go on
+    /// until they end or `--shutdown-grace` is up.
+    pub draining: CancellationToken,
+    /// Among replicas: who owns a session, and the way to its owner.
+    pub cluster: Option<cluster::Cluster>,
     /// The stdio server's era: probed once, corrected when a child proves it wrong.
     era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
@@ -162,7 +171,23 @@ pub async fn run(config: ServeConfig) -> i32 {
         bound.port(),
         config.path
     );
-    let parked = crate::parking::Rounds::new(config.input_timeout);
+    let cluster = config
+        .cluster
+        .as_ref()
+        .map(|settings| cluster::Cluster::new(settings, config.response_timeout));
+    let parked = match &config.cluster {
+        Some(settings) => {
+            tracing::info!(advertise = %settings.advertise, "serving as one replica of a cluster");
+            crate::parking::Rounds::sealed(
+                config.input_timeout,
+                crate::parking::Sealing {
+                    sealer: settings.key.sealer("request-state"),
+                    owner: settings.advertise.clone(),
+                },
+            )
+        }
+        None => crate::parking::Rounds::new(config.input_timeout),
+    };
     let embedded = match config.auth_server.clone() {
         Some(settings) => {
             tracing::info!(
@@ -202,6 +227,8 @@ pub async fn run(config: ServeConfig) -> i32 {
         config,
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),
+        draining: CancellationToken::new(),
+        cluster,
         era: tokio::sync::Mutex::new(None),
         parked,
     });
@@ -209,10 +236,23 @@ pub async fn run(config: ServeConfig) -> i32 {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let header_timeout = gateway.config.header_read_timeout;
     let mut signals = std::pin::pin!(crate::shutdown::signal());
+    // Fired when a replica's drain is over (its sessions ended, or the grace is up).
+    let drained = CancellationToken::new();
     loop {
         tokio::select! {
             name = &mut signals => {
+                if gateway.cluster.is_some() && !gateway.draining.is_cancelled() {
+                    tracing::info!(signal = name, grace_s = gateway.config.shutdown_grace.as_secs_f64(), "draining: not ready, no new sessions; open sessions go on until they end or the grace is up (signal again to stop now)");
+                    gateway.draining.cancel();
+                    tokio::spawn(drain(gateway.clone(), drained.clone()));
+                    signals.set(crate::shutdown::signal());
+                    continue;
+                }
                 tracing::info!(signal = name, "shutting down: no new connections");
+                break;
+            }
+            _ = drained.cancelled() => {
+                tracing::info!("drained: shutting down");
                 break;
             }
             accepted = listener.accept() => {
@@ -245,9 +285,14 @@ pub async fn run(config: ServeConfig) -> i32 {
         }
     }
     drop(listener);
-    // Streams end; requests in flight get the grace period to finish.
+    // Streams end; requests in flight get the grace period to finish (a drained replica
+    // used it already: what is still open gets a moment to see its farewell).
     gateway.closing.cancel();
-    let grace = gateway.config.shutdown_grace;
+    let grace = if gateway.draining.is_cancelled() {
+        Duration::from_secs(1)
+    } else {
+        gateway.config.shutdown_grace
+    };
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
@@ -263,4 +308,27 @@ pub async fn run(config: ServeConfig) -> i32 {
     }
     gateway.sessions.end_all(&gateway).await;
     0
+}
+
+/// A replica's drain: waits until no session is open on it and no call waits parked here
+/// (checked every 50 ms), or until `--shutdown-grace`, then fires `drained`.
+async fn drain(gateway: Arc<Gateway>, drained: CancellationToken) {
+    let deadline = tokio::time::Instant::now() + gateway.config.shutdown_grace;
+    while tokio::time::Instant::now() < deadline {
+        let sessions = gateway.sessions.count_unpooled();
+        let parked = gateway.parked.count();
+        if sessions == 0 && parked == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (sessions, parked) = (gateway.sessions.count_unpooled(), gateway.parked.count());
+    if sessions > 0 || parked > 0 {
+        tracing::info!(
+            sessions,
+            parked,
+            "--shutdown-grace is up with sessions still open; ending them"
+        );
+    }
+    drained.cancel();
 }

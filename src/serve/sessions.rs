@@ -49,6 +49,16 @@ impl Sessions {
         self.map.lock().expect("sessions lock").len()
     }
 
+    /// Open sessions of handshake-era clients (the pool's children not counted).
+    pub fn count_unpooled(&self) -> usize {
+        self.map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .filter(|s| !s.pooled)
+            .count()
+    }
+
     /// The session `id`, if it exists and `principal` may use it.
     pub fn get(&self, id: &str, principal: Option<&str>) -> Result<Arc<Session>, Missing> {
         let session = self
@@ -88,7 +98,11 @@ impl Sessions {
         {
             return Err(Refused::PrincipalFull(limit));
         }
-        let id = new_session_id();
+        // Among replicas the id is sealed and names this one, so the others can forward.
+        let id = match &gateway.cluster {
+            Some(cluster) => cluster.session_id(&new_session_id()),
+            None => new_session_id(),
+        };
         let (output_tx, mut output_rx) = mpsc::channel(256);
         let mut child = Child::spawn(
             &config.command,

@@ -21,6 +21,7 @@ mod sandbox;
 mod secrets;
 mod serve;
 mod serve_auth;
+mod serve_cluster;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;

@@ -1,6 +1,7 @@
 //! The consent step: a page that names the client, the user and the scopes, and a form
 //! whose hidden fields are the validated request plus a CSRF token. The token is an HMAC,
-//! under a key only this process knows, of the user and every field, with its time: a
+//! under a key only this process knows (among replicas, one derived from the cluster key,
+//! so the form may be posted to any of them), of the user and every field, with its time: a
 //! page from another origin cannot mint one for the victim's identity, and a token works
 //! for the exact request it was shown for, for ten minutes.
 
@@ -15,20 +16,41 @@ use super::reply::{self, Reply, escape};
 pub const CONSENT_LIFETIME_S: i64 = 600;
 
 pub struct Csrf {
-    key: hmac::Key,
+    /// Signs with the first; accepts any (a cluster key's previous one, while it rotates).
+    keys: Vec<hmac::Key>,
 }
 
 impl Csrf {
-    pub fn new() -> Self {
-        let mut key = [0u8; 32];
-        aws_lc_rs::rand::fill(&mut key).expect("the system's random source");
+    /// A key of this process's own, or the cluster's.
+    pub fn new(cluster: Option<&crate::cluster_key::ClusterKey>) -> Self {
+        let secrets = match cluster {
+            Some(cluster) => cluster.secrets("consent-csrf"),
+            None => {
+                let mut key = [0u8; 32];
+                aws_lc_rs::rand::fill(&mut key).expect("the system's random source");
+                vec![key]
+            }
+        };
         Csrf {
-            key: hmac::Key::new(hmac::HMAC_SHA256, &key),
+            keys: secrets
+                .iter()
+                .map(|key| hmac::Key::new(hmac::HMAC_SHA256, key))
+                .collect(),
         }
     }
 
     fn tag(&self, user: &str, request: &Authorization, issued_at: i64) -> Vec<u8> {
-        let mut context = hmac::Context::with_key(&self.key);
+        self.tag_with(&self.keys[0], user, request, issued_at)
+    }
+
+    fn tag_with(
+        &self,
+        key: &hmac::Key,
+        user: &str,
+        request: &Authorization,
+        issued_at: i64,
+    ) -> Vec<u8> {
+        let mut context = hmac::Context::with_key(key);
         for field in [
             user,
             &request.client_id,
@@ -62,9 +84,11 @@ impl Csrf {
         if now < issued_at || now - issued_at > CONSENT_LIFETIME_S {
             return false;
         }
-        let expected = self.tag(user, request, issued_at);
-        #[allow(deprecated)] // the crate's constant-time comparison
-        aws_lc_rs::constant_time::verify_slices_are_equal(&tag, &expected).is_ok()
+        self.keys.iter().any(|key| {
+            let expected = self.tag_with(key, user, request, issued_at);
+            #[allow(deprecated)] // the crate's constant-time comparison
+            aws_lc_rs::constant_time::verify_slices_are_equal(&tag, &expected).is_ok()
+        })
     }
 }
 

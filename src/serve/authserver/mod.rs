@@ -37,9 +37,6 @@ pub use store::Grant;
 /// Access tokens start with this (secret scanners and logs can recognize them).
 const ACCESS_PREFIX: &str = "mcpat_";
 const REFRESH_PREFIX: &str = "mcprt_";
-/// How long an accepted access token is believed without asking the store again (a
-/// revocation in this process forgets them all at once).
-const ACCEPTED_FOR: Duration = Duration::from_secs(10);
 
 /// `--enable-oauth` and what goes with it.
 #[derive(Debug, Clone)]
@@ -63,6 +60,11 @@ pub struct AuthServerConfig {
     pub token_cache: usize,
     /// `--oauth-max-form-size`: the largest body the endpoints read.
     pub max_form_size: usize,
+    /// `--oauth-accepted-for`: how long an access token found live is believed.
+    pub accepted_for: Duration,
+    /// Among replicas: consent forms and pending sign-ins are sealed with it, so any
+    /// replica takes what another one handed out.
+    pub cluster_key: Option<std::sync::Arc<crate::cluster_key::ClusterKey>>,
 }
 
 /// One of the server's endpoints, as a request names it.
@@ -180,13 +182,21 @@ impl AuthServer {
                 "clients no longer in --allow-client-id-url lost their grants"
             );
         }
+        let sealer = config
+            .cluster_key
+            .as_ref()
+            .map(|key| key.sealer("login-state"));
+        let csrf = consent::Csrf::new(config.cluster_key.as_deref());
         Ok(AuthServer {
-            login: config.login.clone().map(login::OidcLogin::new),
+            login: config
+                .login
+                .clone()
+                .map(|login| login::OidcLogin::new(login, sealer)),
             documents,
             accepted: Remembered::new(config.token_cache),
             config,
             store,
-            csrf: consent::Csrf::new(),
+            csrf,
         })
     }
 
@@ -256,7 +266,7 @@ impl AuthServer {
                 let grant = std::sync::Arc::new(grant);
                 let remaining = Duration::from_secs((expires_at - store::now()).max(0) as u64);
                 self.accepted
-                    .insert(key, grant.clone(), remaining.min(ACCEPTED_FOR));
+                    .insert(key, grant.clone(), remaining.min(self.config.accepted_for));
                 grant
             }
         };

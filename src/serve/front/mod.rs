@@ -1,9 +1,13 @@
 //! The front door: health and readiness, the `Host`/`Origin` guards and the bearer in
 //! that order, metadata and metrics, and each POST classified body-first and handed to the
-//! 2026-07-28 path (`modern`) or the handshake-era session endpoint (`legacy`).
+//! 2026-07-28 path (`modern`) or the handshake-era session endpoint (`legacy`). Among
+//! replicas, a request whose session or parked call lives on another replica is sent
+//! there; a request another replica sent here (with its introduction) skips the checks
+//! that replica already made.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -14,7 +18,10 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::Gateway;
+use super::cluster::{Introduction, Owner, PEER_HEADER};
 use super::http::{header, json, json_error, text, too_large};
+use super::legacy::SESSION_ID;
+use super::replica::{self, Forward, Purpose};
 use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
 use crate::jsonrpc::message;
@@ -37,6 +44,25 @@ pub async fn handle(
         (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
         (&Method::GET, "/readyz") => return ready(&gateway),
         _ => {}
+    }
+    let introduced = match introduction(&gateway, peer, &method, request.headers()) {
+        Ok(introduced) => introduced,
+        Err(refused) => return *refused,
+    };
+    if let Some(introduced) = introduced {
+        // Another replica checked the Host, the Origin and the bearer; it sends only
+        // requests for the MCP endpoint.
+        gateway.metrics.from_peers.fetch_add(1, Ordering::Relaxed);
+        if !path.eq_ignore_ascii_case(&config.path) {
+            return text(StatusCode::NOT_FOUND, "not found\n");
+        }
+        return endpoint(
+            &gateway,
+            introduced.principal.clone(),
+            Some(&introduced),
+            request,
+        )
+        .await;
     }
     if let Err(refused) = guards(&gateway, peer, request.headers()) {
         return *refused;
@@ -87,8 +113,32 @@ pub async fn handle(
             return *refused;
         }
     };
+    endpoint(&gateway, principal, None, request).await
+}
+
+/// The MCP endpoint, for a caller already checked (here, or by the replica that sent it).
+async fn endpoint(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    introduced: Option<&Introduction>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let config = &gateway.config;
+    if introduced.is_none()
+        && let Some(owner) = session_elsewhere(gateway, request.headers())
+    {
+        let response = to_session_owner(gateway, owner, principal, request).await;
+        gateway.metrics.observe(
+            method.as_str(),
+            response.status().as_u16(),
+            started.elapsed(),
+        );
+        return response;
+    }
     let (label, response) = match method {
-        Method::POST => post(&gateway, principal, request).await,
+        Method::POST => post(gateway, principal, introduced, request).await,
         Method::GET | Method::DELETE if config.modern_only => (
             method.to_string(),
             Response::builder()
@@ -99,11 +149,11 @@ pub async fn handle(
         ),
         Method::GET => (
             "GET".to_owned(),
-            super::legacy::stream(&gateway, principal, request.headers()),
+            super::legacy::stream(gateway, principal, request.headers()),
         ),
         Method::DELETE => (
             "DELETE".to_owned(),
-            super::legacy::delete(&gateway, principal, request.headers()),
+            super::legacy::delete(gateway, principal, request.headers()),
         ),
         _ => (
             method.to_string(),
@@ -122,6 +172,97 @@ pub async fn handle(
 
 /// A refusal: the response the request gets instead (boxed: it is large).
 pub(super) type Refusal = Box<Response<Body>>;
+
+/// The introduction of a request another replica forwarded, if it carries one. Among
+/// replicas one that does not verify is refused outright (an outside client trying to
+/// pass as a replica); a single `serve` ignores the header, as it always did.
+fn introduction(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Option<Introduction>, Refusal> {
+    let (Some(cluster), Some(value)) = (&gateway.cluster, headers.get(PEER_HEADER)) else {
+        return Ok(None);
+    };
+    match cluster.introduction(value, method, header(headers, SESSION_ID)) {
+        Ok(introduced) => Ok(Some(introduced)),
+        Err(why) => {
+            gateway.metrics.peer_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, why, "refused a request whose replica-to-replica header does not verify");
+            Err(Box::new(json_error(
+                StatusCode::FORBIDDEN,
+                "null",
+                INVALID_REQUEST,
+                "Forbidden: the mcp-stdio-peer header is for replicas of this cluster only; send the request without it",
+            )))
+        }
+    }
+}
+
+/// The replica that owns the session a request names, when that is another one. An id
+/// that does not open is left to the session table, which answers 404 as for any
+/// unknown id.
+fn session_elsewhere(gateway: &Gateway, headers: &HeaderMap) -> Option<String> {
+    let cluster = gateway.cluster.as_ref()?;
+    match cluster.session_owner(header(headers, SESSION_ID)?)? {
+        Owner::Me => None,
+        Owner::Peer(owner) => Some(owner),
+    }
+}
+
+/// Sends a session's request (POST, GET stream, DELETE) to the replica that owns it.
+async fn to_session_owner(
+    gateway: &Gateway,
+    owner: String,
+    principal: Option<String>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let body = match read_body(gateway, &parts.headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or(gateway.config.path.as_str(), |p| p.as_str());
+    replica::to_owner(
+        gateway,
+        Forward {
+            owner,
+            method: parts.method.clone(),
+            path_and_query,
+            headers: &parts.headers,
+            body,
+            principal: principal.as_deref(),
+            raw_id: "null",
+            purpose: Purpose::Session,
+        },
+    )
+    .await
+}
+
+/// A request body, read up to `--max-message-size` (chunked ones too).
+async fn read_body(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Bytes, Refusal> {
+    let max = gateway.config.max_message_size;
+    let declared = header(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(Box::new(too_large(max)));
+    }
+    match http_body_util::Limited::new(body, max).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Box::new(too_large(max))),
+        Err(_) => Err(Box::new(text(
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read\n",
+        ))),
+    }
+}
 
 /// `Host` and `Origin`, before anything else is looked at.
 fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -158,6 +299,9 @@ fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<()
 }
 
 fn ready(gateway: &Gateway) -> Response<Body> {
+    if gateway.draining.is_cancelled() {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "draining\n");
+    }
     if gateway.closing.is_cancelled() {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     }
@@ -172,33 +316,30 @@ fn ready(gateway: &Gateway) -> Response<Body> {
 async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
+    introduced: Option<&Introduction>,
     request: Request<Incoming>,
 ) -> (String, Response<Body>) {
-    let max = gateway.config.max_message_size;
-    let headers = request.headers().clone();
-    let declared = header(&headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return ("POST".into(), too_large(max));
-    }
-    // Chunked bodies are read like any other, up to the limit.
-    let body = match http_body_util::Limited::new(request.into_body(), max)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return ("POST".into(), too_large(max));
-        }
-        Err(_) => {
-            return (
-                "POST".into(),
-                text(
-                    StatusCode::BAD_REQUEST,
-                    "the request body could not be read\n",
-                ),
-            );
-        }
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match read_body(gateway, &headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return ("POST".into(), *refused),
     };
+    if introduced.is_some_and(|i| !i.vouches_for(&body)) {
+        gateway.metrics.peer_refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "refused a forwarded request whose body is not the one its introduction was made for"
+        );
+        return (
+            "POST".into(),
+            json_error(
+                StatusCode::FORBIDDEN,
+                "null",
+                INVALID_REQUEST,
+                "Forbidden: the mcp-stdio-peer header was made for another request",
+            ),
+        );
+    }
     let parsed = match message::parse(&body) {
         Ok(parsed) => parsed,
         Err(message::Invalid::NotJson(_)) => {
@@ -234,6 +375,31 @@ async fn post(
     // Body first (§4.16): the envelope's version key means 2026-07-28, served statelessly
     // from the principal's pooled backend; everything else keeps the handshake era.
     if gateway.config.modern_clients && envelope::claims_modern(parsed.params) {
+        // A retry for a call parked on another replica goes there.
+        if introduced.is_none()
+            && let Some(owner) = replica::retry_owner(gateway, &body, &parsed)
+        {
+            let raw_id = parsed.id.map_or("null", |i| i.get()).to_owned();
+            let path_and_query = parts
+                .uri
+                .path_and_query()
+                .map_or(gateway.config.path.as_str(), |p| p.as_str());
+            let response = replica::to_owner(
+                gateway,
+                Forward {
+                    owner,
+                    method: Method::POST,
+                    path_and_query,
+                    headers: &headers,
+                    body: body.clone(),
+                    principal: principal.as_deref(),
+                    raw_id: &raw_id,
+                    purpose: Purpose::Retry,
+                },
+            )
+            .await;
+            return (method, response);
+        }
         let response = super::modern::post(gateway, principal, &headers, &body, &parsed).await;
         return (method, response);
     }

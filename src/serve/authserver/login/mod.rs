@@ -4,7 +4,8 @@
 //! `/login-callback`, where the code is exchanged (as a confidential client), the id_token
 //! verified (`id_token.rs`), the principal taken from `--principal-claim` and checked
 //! against `--allow-user` / `--allow-domain`, and the consent page shown for the original
-//! request.
+//! request. Among replicas the pending sign-in is not remembered but sealed into the
+//! `state` itself (cluster key), so the provider may send the browser back to any replica.
 
 mod id_token;
 mod provider;
@@ -47,38 +48,82 @@ struct Pending {
     verifier: Secret,
 }
 
+/// A pending sign-in as sealed into its `state` (among replicas).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sealed {
+    query: String,
+    nonce: String,
+    verifier: String,
+    /// Unix seconds after which the sign-in is over.
+    until: u64,
+}
+
 pub struct OidcLogin {
     config: LoginConfig,
     provider: provider::Provider,
     verifier: id_token::Verifier,
     pending: Remembered<Pending>,
+    /// Among replicas: pending sign-ins travel sealed in their `state`.
+    sealer: Option<crate::cluster_key::Sealer>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 impl OidcLogin {
-    pub fn new(config: LoginConfig) -> Self {
+    pub fn new(config: LoginConfig, sealer: Option<crate::cluster_key::Sealer>) -> Self {
         OidcLogin {
             provider: provider::Provider::new(config.issuer.clone(), config.http.clone()),
             verifier: id_token::Verifier::new(&config),
             pending: Remembered::new(config.max_pending),
+            sealer,
             config,
         }
+    }
+
+    /// Keeps a pending sign-in; returns the `state` that finds it again.
+    fn remember(&self, pending: Pending) -> String {
+        if let Some(sealer) = &self.sealer {
+            let sealed = Sealed {
+                query: pending.query,
+                nonce: pending.nonce,
+                verifier: pending.verifier.expose().to_owned(),
+                until: unix_now() + PENDING_FOR.as_secs(),
+            };
+            return sealer.seal(&serde_json::to_vec(&sealed).expect("plain fields serialize"));
+        }
+        let state = super::random_token();
+        self.pending.insert(digest(&state), pending, PENDING_FOR);
+        state
+    }
+
+    /// The pending sign-in a `state` names, if it is ours and not over.
+    fn recall(&self, state: &str) -> Option<Pending> {
+        let Some(sealer) = &self.sealer else {
+            return self.pending.take(&digest(state));
+        };
+        let sealed: Sealed = serde_json::from_slice(&sealer.open(state)?).ok()?;
+        (unix_now() <= sealed.until).then(|| Pending {
+            query: sealed.query,
+            nonce: sealed.nonce,
+            verifier: Secret::new(sealed.verifier),
+        })
     }
 
     /// Where to send the browser to sign in, for the `/authorize` request `query`.
     pub async fn start(&self, query: &str, callback: &str) -> Result<String, String> {
         let endpoints = self.provider.endpoints().await?;
-        let state = super::random_token();
         let nonce = super::random_token();
         let pkce = crate::oauth::pkce::Pkce::generate();
-        self.pending.insert(
-            digest(&state),
-            Pending {
-                query: query.to_owned(),
-                nonce: nonce.clone(),
-                verifier: pkce.verifier,
-            },
-            PENDING_FOR,
-        );
+        let state = self.remember(Pending {
+            query: query.to_owned(),
+            nonce: nonce.clone(),
+            verifier: pkce.verifier,
+        });
         let mut url = endpoints.authorization.clone();
         let scope =
             if self.config.allowed_domains.is_empty() && self.config.principal_claim == "sub" {
@@ -109,8 +154,7 @@ impl OidcLogin {
             .single("state")?
             .ok_or("the provider sent no state back")?;
         let pending = self
-            .pending
-            .take(&digest(state))
+            .recall(state)
             .ok_or("this sign-in is unknown or took longer than ten minutes; start again from your application")?;
         if let Some(error) = params.single("error")? {
             let description = params.single("error_description")?.unwrap_or("");

@@ -1,0 +1,607 @@
+//! `serve` as replicas (`--cluster-key-file`, `--advertise-url`): a session follows its
+//! owner from whichever replica a request lands on (POST, the GET stream with
+//! `Last-Event-ID`, DELETE), a parked round's retry goes to where the call waits, forged
+//! ids and forged replica headers are refused, a gone owner means 404, forwarding is
+//! bounded, and a replica drains on SIGTERM.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use crate::common::modern::CLIENT_CAPABILITIES;
+use crate::common::serve::{DEADLINE, Serve, read_until, wait_dead};
+
+const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-for-tests";
+const OTHER_KEY: &str = "another-cluster-key-longer-than-thirty-two-bytes-xyz";
+
+/// A key file (mode 600) in its own directory.
+fn key_file(key: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.key");
+    std::fs::write(&path, format!("{key}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (dir, path.to_string_lossy().into_owned())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One replica on a port of its own, advertising itself at that port.
+async fn replica(key_path: &str, extra: &[&str]) -> Serve {
+    let port = free_port().to_string();
+    let advertise = format!("http://127.0.0.1:{port}");
+    let mut flags = vec![
+        "--port",
+        &port,
+        "--cluster-key-file",
+        key_path,
+        "--advertise-url",
+        &advertise,
+    ];
+    flags.extend_from_slice(extra);
+    Serve::start(&flags).await
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    replicas: Vec<Serve>,
+}
+
+impl Cluster {
+    async fn start(n: usize, extra: &[&str]) -> Self {
+        let (dir, key_path) = key_file(KEY);
+        let mut replicas = Vec::new();
+        for _ in 0..n {
+            replicas.push(replica(&key_path, extra).await);
+        }
+        Cluster {
+            _dir: dir,
+            replicas,
+        }
+    }
+}
+
+fn text(answer: &crate::common::serve::Answer) -> String {
+    answer.json()["result"]["content"][0]["text"]
+        .as_str()
+        .map_or_else(|| answer.body.clone(), str::to_owned)
+}
+
+async fn metric(serve: &Serve, line: &str) -> u64 {
+    let metrics = serve.send("GET", "/metrics", &[], "").await.body;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn open_get(
+    serve: &Serve,
+    session: &str,
+    last: Option<&str>,
+) -> impl Future<Output = http::Response<hyper::body::Incoming>> {
+    let mut request = http::Request::builder()
+        .method("GET")
+        .uri(&serve.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session);
+    if let Some(last) = last {
+        request = request.header("last-event-id", last);
+    }
+    let sent = serve
+        .http
+        .request(request.body(Full::new(Bytes::new())).unwrap());
+    async move {
+        tokio::time::timeout(DEADLINE, sent)
+            .await
+            .expect("the stream opened in time")
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_session_follows_its_owner_from_whichever_replica_a_request_lands_on() {
+    let cluster = Cluster::start(3, &["--keepalive", "0.2"]).await;
+    let [a, b, c] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let session = a.initialize().await;
+    assert!(
+        !session.contains("127.0.0.1"),
+        "the owner's address is sealed"
+    );
+    let owner_pid = text(&a.call(&session, 1, "whoami", json!({})).await);
+    for (n, replica) in [b, c, b, c].iter().enumerate() {
+        let id = 10 + n as u64;
+        let echoed = replica
+            .call(&session, id, "echo", json!({"text": format!("hi {id}")}))
+            .await;
+        assert_eq!(echoed.status, 200, "{}", echoed.body);
+        assert_eq!(echoed.json()["id"], id);
+        assert_eq!(text(&echoed), format!("hi {id}"));
+    }
+    assert_eq!(
+        text(&c.call(&session, 20, "whoami", json!({})).await),
+        owner_pid,
+        "the same child serves the session wherever the request lands"
+    );
+    // A request that streams its answer streams through the forwarding replica too.
+    let streamed = b
+        .post(
+            Some(&session),
+            json!({"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":"p"}}}),
+        )
+        .await;
+    assert_eq!(
+        streamed.headers["content-type"], "text/event-stream",
+        "{}",
+        streamed.body
+    );
+    assert!(
+        streamed
+            .events()
+            .iter()
+            .any(|e| e["method"] == "notifications/progress")
+    );
+    assert_eq!(streamed.events().last().unwrap()["id"], 21);
+
+    // The GET stream through B; events made by calls through C; resumption through C.
+    let mut body = open_get(b, &session, None).await.into_body();
+    c.call(&session, 30, "announce", json!({})).await;
+    c.call(&session, 31, "announce", json!({})).await;
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.matches("list_changed").count() >= 2
+    })
+    .await;
+    let ids: Vec<&str> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    assert_eq!(ids, ["1", "2"], "{seen}");
+    drop(body);
+    let mut resumed = open_get(c, &session, Some("1")).await.into_body();
+    let mut again = String::new();
+    read_until(&mut resumed, &mut again, |s: &str| {
+        s.contains("list_changed")
+    })
+    .await;
+    assert!(
+        again.contains("id: 2") && !again.contains("id: 1\n"),
+        "{again}"
+    );
+    drop(resumed);
+
+    assert!(metric(b, "mcp_stdio_forwarded_total{outcome=\"answered\"}").await >= 3);
+    assert!(metric(a, "mcp_stdio_peer_requests_total").await >= 8);
+    assert_eq!(
+        metric(b, "mcp_stdio_sessions_created_total").await,
+        0,
+        "only the owner started a child"
+    );
+
+    // DELETE through C ends it on A.
+    let deleted = c
+        .send("DELETE", "/mcp", &[("mcp-session-id", &session)], "")
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let after = a.call(&session, 40, "echo", json!({})).await;
+    assert_eq!(after.status, 404, "{}", after.body);
+    let after = b.call(&session, 41, "echo", json!({})).await;
+    assert_eq!(after.status, 404, "{}", after.body);
+}
+
+#[tokio::test]
+async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
+    let cluster = Cluster::start(2, &["--auth-token", "tok-cluster"]).await;
+    let [a, b] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let bearer = [("authorization", "Bearer tok-cluster")];
+    let start = a
+        .send(
+            "POST",
+            "/mcp",
+            &bearer,
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(start.status, 200, "{}", start.body);
+    let session = start.session();
+    let call = |id: u64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo","arguments":{"text":"ok"}}})
+            .to_string()
+    };
+    let alive = b
+        .send(
+            "POST",
+            "/mcp",
+            &[bearer[0], ("mcp-session-id", &session)],
+            &call(1),
+        )
+        .await;
+    assert_eq!(text(&alive), "ok", "the channel works: {}", alive.body);
+
+    // A made-up id, a tampered one, and one sealed with another cluster's key.
+    let (_other_dir, other_path) = key_file(OTHER_KEY);
+    let stranger = replica(&other_path, &["--auth-token", "tok-cluster"]).await;
+    let foreign = stranger
+        .send(
+            "POST",
+            "/mcp",
+            &bearer,
+            &crate::common::serve::initialize_body(),
+        )
+        .await
+        .session();
+    let mut tampered = session.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    for id in ["0123456789abcdef0123456789abcdef", &tampered, &foreign] {
+        for replica in [a, b] {
+            let refused = replica
+                .send(
+                    "POST",
+                    "/mcp",
+                    &[bearer[0], ("mcp-session-id", id)],
+                    &call(2),
+                )
+                .await;
+            assert_eq!(refused.status, 404, "{id}: {}", refused.body);
+        }
+    }
+
+    // A request posing as a replica: a forged header, a genuine one from another cluster,
+    // and a genuine one for another request. None is served; none gets past the bearer.
+    let real = mcp_stdio::serve::cluster::Cluster::new(
+        &mcp_stdio::serve::cluster::ClusterConfig {
+            key: std::sync::Arc::new(mcp_stdio::cluster_key::ClusterKey::parse(KEY).unwrap()),
+            advertise: "http://127.0.0.1:1".into(),
+            peer_max_connections: 1,
+            peer_timeout: Duration::from_secs(1),
+        },
+        Duration::from_secs(1),
+    );
+    let other = mcp_stdio::serve::cluster::Cluster::new(
+        &mcp_stdio::serve::cluster::ClusterConfig {
+            key: std::sync::Arc::new(mcp_stdio::cluster_key::ClusterKey::parse(OTHER_KEY).unwrap()),
+            advertise: "http://127.0.0.1:1".into(),
+            peer_max_connections: 1,
+            peer_timeout: Duration::from_secs(1),
+        },
+        Duration::from_secs(1),
+    );
+    let post = http::Method::POST;
+    let body = call(3);
+    let created_before = metric_with(a, &bearer, "mcp_stdio_sessions_created_total").await;
+    let forged = [
+        "AQ".to_owned() + &"A".repeat(60),
+        other
+            .introduce(&post, Some(&session), body.as_bytes(), None)
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        real.introduce(&post, Some(&session), b"another body", None)
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        real.introduce(&post, Some("another-session"), body.as_bytes(), None)
+            .to_str()
+            .unwrap()
+            .to_owned(),
+    ];
+    for header in &forged {
+        let refused = a
+            .send(
+                "POST",
+                "/mcp",
+                &[("mcp-session-id", &session), ("mcp-stdio-peer", header)],
+                &body,
+            )
+            .await;
+        assert_eq!(refused.status, 403, "{header}: {}", refused.body);
+        assert!(refused.body.contains("mcp-stdio-peer"), "{}", refused.body);
+        let init = a
+            .send(
+                "POST",
+                "/mcp",
+                &[("mcp-stdio-peer", header)],
+                &crate::common::serve::initialize_body(),
+            )
+            .await;
+        assert_eq!(init.status, 403, "{}", init.body);
+    }
+    assert_eq!(
+        metric_with(a, &bearer, "mcp_stdio_sessions_created_total").await,
+        created_before,
+        "nothing was started"
+    );
+    assert!(metric_with(a, &bearer, "mcp_stdio_peer_refused_total").await >= forged.len() as u64);
+    // A genuine introduction is what lets a request past the bearer: proof the refusals
+    // above were about the header, not the request.
+    // (`--auth-token` callers are the one principal `bearer`.)
+    let genuine = real.introduce(&post, Some(&session), body.as_bytes(), Some("bearer"));
+    let served = a
+        .send(
+            "POST",
+            "/mcp",
+            &[
+                ("mcp-session-id", &session),
+                ("mcp-stdio-peer", genuine.to_str().unwrap()),
+            ],
+            &body,
+        )
+        .await;
+    assert_eq!(text(&served), "ok", "{}", served.body);
+    // No secret of the cluster reaches a log.
+    for replica in [a, b] {
+        assert!(!replica.stderr().contains(KEY));
+        assert!(!replica.stderr().contains("tok-cluster"));
+    }
+}
+
+async fn metric_with(serve: &Serve, headers: &[(&str, &str)], line: &str) -> u64 {
+    let metrics = serve.send("GET", "/metrics", headers, "").await.body;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_gone_owner_means_404_and_the_other_replicas_sessions_are_untouched() {
+    let mut cluster = Cluster::start(3, &[]).await;
+    let on_a = cluster.replicas[0].initialize().await;
+    let on_b = cluster.replicas[1].initialize().await;
+    let mut a = cluster.replicas.remove(0);
+    a.child.kill().await.unwrap();
+    let _ = a.child.wait().await;
+    let [b, c] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let gone = c.call(&on_a, 1, "echo", json!({"text": "x"})).await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert!(gone.body.contains("start a new session"), "{}", gone.body);
+    assert_eq!(
+        metric(c, "mcp_stdio_forwarded_total{outcome=\"owner_gone\"}").await,
+        1
+    );
+    for replica in [b, c] {
+        let fine = replica
+            .call(&on_b, 2, "echo", json!({"text": "fine"}))
+            .await;
+        assert_eq!(text(&fine), "fine");
+    }
+}
+
+/// `tools/call ask` declaring elicitation, optionally a retry with its state and answer.
+fn ask(retry: Option<&str>) -> Value {
+    let mut params = json!({"name": "ask", "arguments": {},
+        "_meta": {CLIENT_CAPABILITIES: {"elicitation": {}}}});
+    if let Some(state) = retry {
+        params["requestState"] = json!(state);
+        params["inputResponses"] =
+            json!({"elicitation": {"action": "accept", "content": {"name": "Ada"}}});
+    }
+    params
+}
+
+#[tokio::test]
+async fn a_retry_goes_to_the_replica_where_its_call_is_parked() {
+    let cluster = Cluster::start(3, &[]).await;
+    let [a, b, c] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let first = a
+        .modern(json!(1), "tools/call", ask(None), Some("ask"))
+        .await;
+    let result = &first.json()["result"];
+    assert_eq!(result["resultType"], "input_required", "{result}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        !state.contains("127.0.0.1"),
+        "the owner's address is sealed"
+    );
+    // A tampered state is refused wherever it lands, and the call stays parked.
+    let mut tampered = state.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = b
+        .modern(json!(2), "tools/call", ask(Some(&tampered)), Some("ask"))
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let done = c
+        .modern(json!(3), "tools/call", ask(Some(&state)), Some("ask"))
+        .await;
+    assert_eq!(done.json()["id"], 3, "{}", done.body);
+    assert_eq!(text(&done), "asked: Ada");
+    assert_eq!(done.json()["result"]["resultType"], "complete");
+    assert_eq!(
+        metric(c, "mcp_stdio_forwarded_total{outcome=\"answered\"}").await,
+        1
+    );
+    // Once resumed, the state is spent on every replica.
+    let again = b
+        .modern(json!(4), "tools/call", ask(Some(&state)), Some("ask"))
+        .await;
+    assert_eq!(again.status, 400, "{}", again.body);
+}
+
+#[tokio::test]
+async fn forwarding_is_bounded_by_peer_max_connections() {
+    let (_dir, key_path) = key_file(KEY);
+    let owner = replica(&key_path, &[]).await;
+    let forwarder = replica(&key_path, &["--peer-max-connections", "1"]).await;
+    let session = owner.initialize().await;
+    let stream = open_get(&forwarder, &session, None).await;
+    assert_eq!(stream.status(), 200);
+    let busy = forwarder
+        .call(&session, 1, "echo", json!({"text": "x"}))
+        .await;
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert!(
+        busy.body.contains("--peer-max-connections (1)"),
+        "{}",
+        busy.body
+    );
+    assert_eq!(
+        metric(&forwarder, "mcp_stdio_forwarded_total{outcome=\"busy\"}").await,
+        1
+    );
+    drop(stream);
+    // The stream's slot comes back once it is closed.
+    let start = Instant::now();
+    loop {
+        let answer = forwarder
+            .call(&session, 2, "echo", json!({"text": "back"}))
+            .await;
+        if answer.status == 200 {
+            assert_eq!(text(&answer), "back");
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "{}", answer.body);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigterm_drains_a_replica_its_sessions_go_on_and_it_exits_when_they_end() {
+    let (_dir, key_path) = key_file(KEY);
+    let mut a = replica(&key_path, &["--shutdown-grace", "60"]).await;
+    let b = replica(&key_path, &[]).await;
+    let session = a.initialize().await;
+    let child: i32 = text(&a.call(&session, 1, "whoami", json!({})).await)
+        .parse()
+        .unwrap();
+    assert_eq!(a.send("GET", "/readyz", &[], "").await.status, 200);
+    let pid = a.child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .unwrap();
+    a.wait_stderr("draining").await;
+    let ready = a.send("GET", "/readyz", &[], "").await;
+    assert_eq!((ready.status, ready.body.as_str()), (503, "draining\n"));
+    assert_eq!(a.send("GET", "/healthz", &[], "").await.status, 200);
+    let refused = a
+        .send(
+            "POST",
+            "/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("another replica"), "{}", refused.body);
+    // Its session goes on, directly and forwarded.
+    assert_eq!(
+        text(&a.call(&session, 2, "echo", json!({"text": "d"})).await),
+        "d"
+    );
+    assert_eq!(
+        text(&b.call(&session, 3, "echo", json!({"text": "f"})).await),
+        "f"
+    );
+    // New sessions go to the others.
+    b.initialize().await;
+    // When its last session ends, it exits (long before the 60 s grace).
+    let ended = b
+        .send("DELETE", "/mcp", &[("mcp-session-id", &session)], "")
+        .await;
+    assert_eq!(ended.status, 200, "{}", ended.body);
+    let status = tokio::time::timeout(DEADLINE, a.child.wait())
+        .await
+        .expect("the drained replica exits")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", a.stderr());
+    wait_dead(child).await;
+}
+
+#[tokio::test]
+async fn a_single_serve_ignores_the_replica_header_as_it_always_did() {
+    let serve = Serve::start(&[]).await;
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-stdio-peer", "anything")],
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.session().len(), 32, "ids stay as they were");
+}
+
+#[test]
+fn cluster_flags_are_checked_at_startup() {
+    let (dir, good) = key_file(KEY);
+    let open = dir.path().join("open.key");
+    std::fs::write(&open, KEY).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let short = dir.path().join("short.key");
+    std::fs::write(&short, "short").unwrap();
+    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let open = open.to_string_lossy().into_owned();
+    let short = short.to_string_lossy().into_owned();
+    let advertise = "http://127.0.0.1:9";
+    for (args, needle) in [
+        (
+            vec!["--cluster-key-file", &open, "--advertise-url", advertise],
+            "chmod 600",
+        ),
+        (
+            vec!["--cluster-key-file", &short, "--advertise-url", advertise],
+            "at least 32",
+        ),
+        (vec!["--cluster-key-file", &good], "--advertise-url"),
+        (vec!["--advertise-url", advertise], "--cluster-key-file"),
+        (
+            vec![
+                "--cluster-key-file",
+                &good,
+                "--advertise-url",
+                "https://10.0.0.7",
+            ],
+            "plain http",
+        ),
+        (
+            vec![
+                "--cluster-key-file",
+                &good,
+                "--advertise-url",
+                "http://10.0.0.7/mcp",
+            ],
+            "only http://host:port",
+        ),
+        (
+            vec![
+                "--cluster-key-file",
+                &good,
+                "--advertise-url",
+                advertise,
+                "--enable-oauth",
+                "--dev-user",
+                "u",
+            ],
+            "--oauth-store postgres://",
+        ),
+    ] {
+        let mut full = vec!["serve"];
+        full.extend(args);
+        full.extend(["--", "sh"]);
+        let (code, _, stderr) = crate::common::run_to_end(&full);
+        assert_ne!(code, 0, "{full:?}");
+        assert!(stderr.contains(needle), "{full:?}: {stderr}");
+    }
+}
