@@ -252,3 +252,69 @@ impl OidcLogin {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster_key::ClusterKey;
+
+    fn login(key: Option<&str>) -> OidcLogin {
+        let config = LoginConfig {
+            issuer: Url::parse("https://login.example.com").unwrap(),
+            client_id: "serve".into(),
+            client_secret: Secret::new("s"),
+            principal_claim: "sub".into(),
+            allowed_users: Vec::new(),
+            allowed_domains: Vec::new(),
+            max_pending: 10,
+            http: crate::http::client::ClientOptions {
+                connect_timeout: Duration::from_secs(1),
+                read_timeout: None,
+                extra_roots: Vec::new(),
+            },
+        };
+        let sealer = key.map(|k| ClusterKey::parse(k).unwrap().sealer("login-state"));
+        OidcLogin::new(config, sealer)
+    }
+
+    fn pending() -> Pending {
+        Pending {
+            query: "client_id=c&state=s".into(),
+            nonce: "n".into(),
+            verifier: Secret::new("the-pkce-verifier"),
+        }
+    }
+
+    const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
+
+    #[test]
+    fn among_replicas_a_pending_sign_in_travels_sealed_in_its_state() {
+        let (here, there) = (login(Some(KEY)), login(Some(KEY)));
+        let state = here.remember(pending());
+        assert!(
+            !state.contains("the-pkce-verifier") && !state.contains("client_id"),
+            "the state is opaque"
+        );
+        let back = there.recall(&state).expect("another replica finds it");
+        assert_eq!(back.query, "client_id=c&state=s");
+        assert_eq!(back.verifier.expose(), "the-pkce-verifier");
+        let stranger = login(Some("another-cluster-key-longer-than-thirty-two-bytes-B"));
+        assert!(stranger.recall(&state).is_none(), "another cluster's key");
+        assert!(there.recall(&format!("{state}A")).is_none(), "tampered");
+        let sealer = ClusterKey::parse(KEY).unwrap().sealer("login-state");
+        let expired = sealer.seal(br#"{"query":"q","nonce":"n","verifier":"v","until":1000}"#);
+        assert!(there.recall(&expired).is_none(), "over");
+    }
+
+    #[test]
+    fn a_single_server_remembers_a_sign_in_once() {
+        let alone = login(None);
+        let state = alone.remember(pending());
+        assert!(
+            login(None).recall(&state).is_none(),
+            "only the process that started it"
+        );
+        assert!(alone.recall(&state).is_some());
+        assert!(alone.recall(&state).is_none(), "once");
+    }
+}
