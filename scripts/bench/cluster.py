@@ -25,7 +25,7 @@ from pathlib import Path
 import serve as bench  # scripts/bench/serve.py: wrk, sessions, the backend
 
 ROOT = bench.ROOT
-BINARY = ROOT / "target" / "release" / "mcp-stdio"
+BINARY = Path(os.environ.get("MCP_STDIO_BENCH_BIN", str(ROOT / "target" / "release" / "mcp-stdio")))
 KEY = "benchmark-cluster-key-of-more-than-thirty-two-bytes"
 
 
