@@ -326,6 +326,28 @@ impl Serve {
         self.send("POST", "/mcp", &headers, &body).await
     }
 
+    /// Opens the session's GET stream (resuming after `last`, if given); its body is read by
+    /// the caller.
+    pub async fn open_stream(
+        &self,
+        session: &str,
+        last: Option<&str>,
+    ) -> http::Response<hyper::body::Incoming> {
+        let mut request = http::Request::builder()
+            .method("GET")
+            .uri(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session);
+        if let Some(last) = last {
+            request = request.header("last-event-id", last);
+        }
+        let request = request.body(Full::new(Bytes::new())).unwrap();
+        tokio::time::timeout(DEADLINE, self.http.request(request))
+            .await
+            .expect("the stream opened in time")
+            .unwrap()
+    }
+
     /// Opens a 2026-07-28 request whose answer streams: its body is read by the caller.
     pub async fn open_modern(
         &self,

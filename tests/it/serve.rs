@@ -172,20 +172,7 @@ async fn chunked_bodies_are_read() {
 async fn the_get_stream_carries_unrelated_messages_with_ids_and_resumes() {
     let serve = Serve::start(&["--keepalive", "0.2"]).await;
     let session = serve.initialize().await;
-    let open = |last: Option<&str>| {
-        let mut request = http::Request::builder()
-            .method("GET")
-            .uri(&serve.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &session);
-        if let Some(last) = last {
-            request = request.header("last-event-id", last);
-        }
-        serve
-            .http
-            .request(request.body(Full::new(Bytes::new())).unwrap())
-    };
-    let response = open(None).await.unwrap();
+    let response = serve.open_stream(&session, None).await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let mut body = response.into_body();
     serve.call(&session, 1, "announce", json!({})).await;
@@ -202,7 +189,7 @@ async fn the_get_stream_carries_unrelated_messages_with_ids_and_resumes() {
     assert_eq!(ids, ["1", "2"], "{seen}");
     drop(body);
     // Resuming after event 1 replays event 2 only.
-    let resumed = open(Some("1")).await.unwrap();
+    let resumed = serve.open_stream(&session, Some("1")).await;
     let mut body = resumed.into_body();
     let mut again = String::new();
     read_until(&mut body, &mut again, |s: &str| s.contains("list_changed")).await;

@@ -6,8 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Full;
 use serde_json::{Value, json};
 
 use crate::common::modern::CLIENT_CAPABILITIES;
@@ -83,30 +81,6 @@ async fn metric(serve: &Serve, line: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn open_get(
-    serve: &Serve,
-    session: &str,
-    last: Option<&str>,
-) -> impl Future<Output = http::Response<hyper::body::Incoming>> {
-    let mut request = http::Request::builder()
-        .method("GET")
-        .uri(&serve.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session);
-    if let Some(last) = last {
-        request = request.header("last-event-id", last);
-    }
-    let sent = serve
-        .http
-        .request(request.body(Full::new(Bytes::new())).unwrap());
-    async move {
-        tokio::time::timeout(DEADLINE, sent)
-            .await
-            .expect("the stream opened in time")
-            .unwrap()
-    }
-}
-
 #[tokio::test]
 async fn a_session_follows_its_owner_from_whichever_replica_a_request_lands_on() {
     let cluster = Cluster::start(3, &["--keepalive", "0.2"]).await;
@@ -154,7 +128,7 @@ async fn a_session_follows_its_owner_from_whichever_replica_a_request_lands_on()
     assert_eq!(streamed.events().last().unwrap()["id"], 21);
 
     // The GET stream through B; events made by calls through C; resumption through C.
-    let mut body = open_get(b, &session, None).await.into_body();
+    let mut body = b.open_stream(&session, None).await.into_body();
     c.call(&session, 30, "announce", json!({})).await;
     c.call(&session, 31, "announce", json!({})).await;
     let mut seen = String::new();
@@ -168,7 +142,7 @@ async fn a_session_follows_its_owner_from_whichever_replica_a_request_lands_on()
         .collect();
     assert_eq!(ids, ["1", "2"], "{seen}");
     drop(body);
-    let mut resumed = open_get(c, &session, Some("1")).await.into_body();
+    let mut resumed = c.open_stream(&session, Some("1")).await.into_body();
     let mut again = String::new();
     read_until(&mut resumed, &mut again, |s: &str| {
         s.contains("list_changed")
@@ -262,24 +236,8 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
 
     // A request posing as a replica: a forged header, a genuine one from another cluster,
     // and a genuine one for another request. None is served; none gets past the bearer.
-    let real = mcp_stdio::serve::cluster::Cluster::new(
-        &mcp_stdio::serve::cluster::ClusterConfig {
-            key: std::sync::Arc::new(mcp_stdio::cluster_key::ClusterKey::parse(KEY).unwrap()),
-            advertise: "http://127.0.0.1:1".into(),
-            peer_max_connections: 1,
-            peer_timeout: Duration::from_secs(1),
-        },
-        Duration::from_secs(1),
-    );
-    let other = mcp_stdio::serve::cluster::Cluster::new(
-        &mcp_stdio::serve::cluster::ClusterConfig {
-            key: std::sync::Arc::new(mcp_stdio::cluster_key::ClusterKey::parse(OTHER_KEY).unwrap()),
-            advertise: "http://127.0.0.1:1".into(),
-            peer_max_connections: 1,
-            peer_timeout: Duration::from_secs(1),
-        },
-        Duration::from_secs(1),
-    );
+    let real = library_cluster(KEY);
+    let other = library_cluster(OTHER_KEY);
     let post = http::Method::POST;
     let body = call(3);
     let created_before = metric_with(a, &bearer, "mcp_stdio_sessions_created_total").await;
@@ -347,6 +305,13 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
         assert!(!replica.stderr().contains(KEY));
         assert!(!replica.stderr().contains("tok-cluster"));
     }
+}
+
+/// A cluster as the library makes it, to mint introductions the way a replica does.
+fn library_cluster(key: &str) -> mcp_stdio::serve::cluster::Cluster {
+    let config =
+        mcp_stdio::serve::cluster::ClusterConfig::with_key(key, "http://127.0.0.1:1").unwrap();
+    mcp_stdio::serve::cluster::Cluster::new(&config, Duration::from_secs(1))
 }
 
 async fn metric_with(serve: &Serve, headers: &[(&str, &str)], line: &str) -> u64 {
@@ -443,7 +408,7 @@ async fn forwarding_is_bounded_by_peer_max_connections() {
     let owner = replica(&key_path, &[]).await;
     let forwarder = replica(&key_path, &["--peer-max-connections", "1"]).await;
     let session = owner.initialize().await;
-    let stream = open_get(&forwarder, &session, None).await;
+    let stream = forwarder.open_stream(&session, None).await;
     assert_eq!(stream.status(), 200);
     let busy = forwarder
         .call(&session, 1, "echo", json!({"text": "x"}))

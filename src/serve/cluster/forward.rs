@@ -243,17 +243,12 @@ mod tests {
 
     #[tokio::test]
     async fn forwards_beyond_the_bound_are_refused_and_a_gone_owner_is_told_apart() {
-        let config = ClusterConfig {
-            key: Arc::new(
-                crate::cluster_key::ClusterKey::parse(
-                    "a-cluster-key-of-more-than-thirty-two-bytes-AAAA",
-                )
-                .unwrap(),
-            ),
-            advertise: "http://127.0.0.1:1".into(),
-            peer_max_connections: 1,
-            peer_timeout: Duration::from_secs(2),
-        };
+        let mut config = ClusterConfig::with_key(
+            "a-cluster-key-of-more-than-thirty-two-bytes-AAAA",
+            "http://127.0.0.1:1",
+        )
+        .unwrap();
+        config.peer_max_connections = 1;
         let forwarder = Forwarder::new(&config, Duration::from_secs(2));
         // An owner that accepts and answers the head of a stream, then stays quiet.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -269,34 +264,23 @@ mod tests {
                 .unwrap();
             tokio::time::sleep(Duration::from_secs(30)).await;
         });
-        let intro = HeaderValue::from_static("x");
-        let stream = forwarder
-            .send(
-                &owner,
-                Method::GET,
-                "/mcp",
-                &HeaderMap::new(),
-                intro.clone(),
-                Bytes::new(),
-            )
-            .await
-            .expect("the owner answers");
+        let get = |owner: String| {
+            let forwarder = &forwarder;
+            async move {
+                let intro = HeaderValue::from_static("x");
+                let none = HeaderMap::new();
+                forwarder
+                    .send(&owner, Method::GET, "/mcp", &none, intro, Bytes::new())
+                    .await
+            }
+        };
+        let stream = get(owner.clone()).await.expect("the owner answers");
         assert_eq!(forwarder.open(), 1, "an open stream holds its slot");
         assert!(
             !stream.headers().contains_key("transfer-encoding"),
             "hop-by-hop headers are not passed back"
         );
-        let busy = forwarder
-            .send(
-                &owner,
-                Method::GET,
-                "/mcp",
-                &HeaderMap::new(),
-                intro.clone(),
-                Bytes::new(),
-            )
-            .await
-            .unwrap_err();
+        let busy = get(owner).await.unwrap_err();
         assert!(matches!(busy, Failure::Busy(1)), "{busy:?}");
         drop(stream);
         assert_eq!(forwarder.open(), 0, "the slot is back when the stream ends");
@@ -304,17 +288,7 @@ mod tests {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let gone = format!("http://{}", closed.local_addr().unwrap());
         drop(closed);
-        let failure = forwarder
-            .send(
-                &gone,
-                Method::POST,
-                "/mcp",
-                &HeaderMap::new(),
-                intro,
-                Bytes::new(),
-            )
-            .await
-            .unwrap_err();
+        let failure = get(gone).await.unwrap_err();
         assert!(matches!(failure, Failure::Gone(_)), "{failure:?}");
         assert_eq!(failure.outcome(), "owner_gone");
     }

@@ -30,6 +30,19 @@ pub struct ClusterConfig {
     pub peer_timeout: Duration,
 }
 
+impl ClusterConfig {
+    /// Settings for the key text `key` (a key file's contents) with the default bounds
+    /// (`--peer-max-connections` 256, `--peer-timeout` 3 s).
+    pub fn with_key(key: &str, advertise: &str) -> Result<Self, String> {
+        Ok(ClusterConfig {
+            key: Arc::new(ClusterKey::parse(key)?),
+            advertise: advertise_url(advertise)?,
+            peer_max_connections: 256,
+            peer_timeout: Duration::from_secs(3),
+        })
+    }
+}
+
 /// Where a sealed id says something lives.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Owner {
@@ -121,15 +134,8 @@ mod tests {
     use super::*;
 
     fn cluster(advertise: &str, key: &str) -> Cluster {
-        Cluster::new(
-            &ClusterConfig {
-                key: Arc::new(ClusterKey::parse(key).unwrap()),
-                advertise: advertise.into(),
-                peer_max_connections: 4,
-                peer_timeout: Duration::from_secs(1),
-            },
-            Duration::from_secs(1),
-        )
+        let config = ClusterConfig::with_key(key, advertise).unwrap();
+        Cluster::new(&config, Duration::from_secs(1))
     }
 
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";

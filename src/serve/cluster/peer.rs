@@ -109,22 +109,12 @@ fn digest(body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::cluster_key::ClusterKey;
     use crate::serve::cluster::ClusterConfig;
 
     fn cluster(key: &str) -> Cluster {
-        Cluster::new(
-            &ClusterConfig {
-                key: Arc::new(ClusterKey::parse(key).unwrap()),
-                advertise: "http://127.0.0.1:1".into(),
-                peer_max_connections: 4,
-                peer_timeout: Duration::from_secs(1),
-            },
-            Duration::from_secs(1),
-        )
+        let config = ClusterConfig::with_key(key, "http://127.0.0.1:1").unwrap();
+        Cluster::new(&config, Duration::from_secs(1))
     }
 
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
