@@ -9,6 +9,7 @@ mod redact;
 mod render;
 mod schema;
 mod server;
+pub mod sql;
 mod tools;
 mod untrusted;
 pub mod workspace;
