@@ -60,6 +60,27 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
     pub max_message_size: u64,
 
+    /// A PostgreSQL connection string for `read_only_sql` (registered only with one); prefer
+    /// the variable, since a flag shows in `ps`. Give it a least-privilege role.
+    #[arg(long, env = "MCP_SQL_DSN", hide_env_values = true, value_name = "DSN")]
+    pub sql_dsn: Option<String>,
+
+    /// Most rows one read_only_sql query returns (its outer LIMIT is at most this).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub sql_max_rows: u64,
+
+    /// Most bytes of rows (as JSON) one read_only_sql answer carries; the rest is cut.
+    #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
+    pub sql_max_bytes: u64,
+
+    /// Seconds one read_only_sql query may run (its transaction's statement_timeout).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = positive_seconds, allow_hyphen_values = true)]
+    pub sql_timeout: Duration,
+
+    /// Connections kept to the read_only_sql database.
+    #[arg(long, value_name = "N", default_value = "2", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub sql_connections: u64,
+
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "warn", env = "MCP_STDIO_LOG_LEVEL")]
     pub log_level: LogLevel,
@@ -94,5 +115,17 @@ pub fn sandbox_config(args: SandboxArgs) -> Result<SandboxConfig, String> {
         max_concurrent_calls: args.max_concurrent_calls as usize,
         page_size: args.page_size as usize,
         max_message_size: args.max_message_size as usize,
+        sql: args
+            .sql_dsn
+            .filter(|dsn| !dsn.trim().is_empty())
+            .map(|dsn| crate::sandbox::SqlConfig {
+                database: crate::sandbox::sql::database::DatabaseConfig {
+                    dsn: crate::secret::Secret::new(dsn),
+                    connections: args.sql_connections as usize,
+                },
+                max_rows: args.sql_max_rows,
+                max_bytes: args.sql_max_bytes as usize,
+                timeout: args.sql_timeout,
+            }),
     })
 }

@@ -39,6 +39,17 @@ pub struct SandboxConfig {
     /// because several hosts read only the first page.
     pub page_size: usize,
     pub max_message_size: usize,
+    /// `--sql-dsn` / `MCP_SQL_DSN` and its bounds: `read_only_sql` is registered.
+    pub sql: Option<SqlConfig>,
+}
+
+/// `read_only_sql`'s settings, already validated by `cli`.
+#[derive(Debug, Clone)]
+pub struct SqlConfig {
+    pub database: sql::database::DatabaseConfig,
+    pub max_rows: u64,
+    pub max_bytes: usize,
+    pub timeout: Duration,
 }
 
 /// Serves stdin/stdout until stdin ends; returns the exit code.

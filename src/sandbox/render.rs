@@ -40,6 +40,9 @@ pub fn refusal(failure: &Failure) -> Value {
         "structuredContent": {"error": failure.message, "remedy": failure.remedy},
         "isError": true,
     });
+    if let Some(code) = failure.code {
+        result["structuredContent"]["code"] = code.into();
+    }
     redact(&mut result, &mut Report::default());
     result
 }

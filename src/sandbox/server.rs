@@ -29,13 +29,24 @@ pub struct Server {
     era: OnceLock<Era>,
     revision: Option<String>,
     calls: Semaphore,
+    /// `read_only_sql`'s database, when configured.
+    sql: Option<tools::Sql>,
     /// Calls in progress, by request id: cancelling sets the flag.
     running: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
 }
 
 impl Server {
     pub fn new(config: SandboxConfig, workspace: Workspace) -> Result<Self, String> {
-        let tools = tools::all();
+        let sql = match &config.sql {
+            Some(settings) => Some(tools::Sql::new(
+                crate::sandbox::sql::database::Database::new(&settings.database)?,
+                settings.max_rows,
+                settings.max_bytes,
+                settings.timeout,
+            )),
+            None => None,
+        };
+        let tools = tools::all(sql.is_some());
         for tool in &tools {
             schema::check_supported(&tool.input, tool.name)?;
         }
@@ -56,6 +67,7 @@ impl Server {
             era: OnceLock::new(),
             revision,
             calls,
+            sql,
             running: Mutex::new(HashMap::new()),
         })
     }
@@ -315,6 +327,7 @@ impl Server {
                 cancelled: &flag,
                 deadline,
                 revision: server.revision.as_deref(),
+                sql: server.sql.as_ref(),
             };
             tools::call(name, &arguments, &context)
         })

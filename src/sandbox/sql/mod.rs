@@ -1,6 +1,8 @@
-//! `read_only_sql` (issue 17, begun): what the sandbox will let a model ask a PostgreSQL
-//! database. So far only the policy (`policy.rs`): a filter over sqlparser's model of the
-//! query. The boundary will be the read-only transaction and the least-privilege role it
-//! runs under; neither exists here yet, and no tool is registered.
+//! `read_only_sql`: what the sandbox lets a model ask a PostgreSQL database. The policy
+//! (`policy.rs`) is a filter over sqlparser's model of the query; the boundary is the
+//! read-only transaction and the least-privilege role it runs under (`database.rs`); the
+//! rows are turned into JSON by their types (`rows.rs`).
 
+pub mod database;
 pub mod policy;
+pub mod rows;

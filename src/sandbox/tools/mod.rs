@@ -7,6 +7,9 @@ mod git;
 mod listing;
 mod metrics;
 mod search;
+mod sql;
+
+pub use sql::Sql;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -33,6 +36,8 @@ pub struct Context<'a> {
     pub deadline: Instant,
     /// `git rev-parse HEAD` of the root, when it is a repository.
     pub revision: Option<&'a str>,
+    /// `read_only_sql`'s database, when one is configured.
+    pub sql: Option<&'a Sql>,
 }
 
 impl Context<'_> {
@@ -59,11 +64,12 @@ pub struct Output {
     pub untrusted: Option<String>,
 }
 
-/// A refusal: what happened and what would work.
+/// A refusal: what happened and what would work, and (for `read_only_sql`) a stable code.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
     pub message: String,
     pub remedy: String,
+    pub code: Option<&'static str>,
 }
 
 impl Failure {
@@ -71,6 +77,19 @@ impl Failure {
         Failure {
             message: message.into(),
             remedy: remedy.into(),
+            code: None,
+        }
+    }
+
+    /// A refusal with a stable code (`MCP_QUERY_VIOLATION`, …).
+    pub fn coded(
+        code: &'static str,
+        message: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Self {
+        Failure {
+            code: Some(code),
+            ..Failure::new(message, remedy)
         }
     }
 
@@ -106,8 +125,25 @@ impl Tool {
     }
 }
 
-/// Every tool, in the deterministic order `tools/list` pages through.
-pub fn all() -> Vec<Tool> {
+/// Every tool, in the deterministic order `tools/list` pages through; `read_only_sql` last,
+/// and only with a database.
+pub fn all(with_sql: bool) -> Vec<Tool> {
+    let mut tools = workspace_tools();
+    if with_sql {
+        tools.push(Tool {
+            name: "read_only_sql",
+            description: "Run one read-only SQL query (PostgreSQL) against the configured database. One SELECT, no bind parameters; the row count is capped. Rows come back as JSON with their column types, fenced as untrusted content, with a receipt of the SQL that ran.",
+            input: json!({"type": "object", "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "One SELECT (or UNION/INTERSECT/EXCEPT of SELECTs), literals only"},
+                "max_rows": {"type": "integer", "minimum": 1, "description": "At most this many rows (capped by the server)"}
+            }, "required": ["query"], "additionalProperties": false}),
+            output: json!({"type": "object", "properties": {"columns": {"type": "array"}, "rows": {"type": "array"}, "row_count": {"type": "integer"}, "truncated": {"type": "boolean"}, "receipt": {"type": "object"}}, "required": ["columns", "rows", "truncated", "receipt"]}),
+        });
+    }
+    tools
+}
+
+fn workspace_tools() -> Vec<Tool> {
     let path = json!({"type": "string", "description": "A path relative to the workspace root", "maxLength": 4096});
     let receipt = json!({"type": "object", "description": "path, sha256 of the bytes read, truncation and the git revision"});
     let object = |properties: Value, required: Value| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
@@ -206,6 +242,7 @@ pub fn call(name: &str, arguments: &Value, context: &Context<'_>) -> ToolResult 
         "git_log" => git::git_log(arguments, context),
         "git_diff" => git::git_diff(arguments, context),
         "system_metrics" => metrics::system_metrics(context),
+        "read_only_sql" => sql::read_only_sql(arguments, context),
         other => Err(Failure::new(
             format!("no tool named '{other}'"),
             "call tools/list",

@@ -1,0 +1,144 @@
+//! `read_only_sql`: one query through the policy, run read-only against the configured
+//! database, its rows as JSON with their types, and a receipt (the SQL that ran, its
+//! sha256, the row count, whether rows were cut, the server's version). Refusals carry the
+//! stable code of what went wrong and what to change.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Context, Failure, Output, ToolResult, sha256, string_arg, u64_arg};
+use crate::sandbox::sql::database::{Database, QueryError};
+use crate::sandbox::sql::policy::{self, Refusal};
+use crate::sandbox::sql::rows;
+
+/// The database and the bounds of `read_only_sql`.
+pub struct Sql {
+    pub database: Database,
+    /// `--sql-max-rows`: the outer LIMIT is at most this.
+    pub max_rows: u64,
+    /// `--sql-max-bytes`: rows are cut beyond this much JSON.
+    pub max_bytes: usize,
+    /// `--sql-timeout`: the transaction's `statement_timeout`.
+    pub timeout: Duration,
+    version: OnceLock<String>,
+}
+
+impl Sql {
+    pub fn new(database: Database, max_rows: u64, max_bytes: usize, timeout: Duration) -> Self {
+        Sql {
+            database,
+            max_rows,
+            max_bytes,
+            timeout,
+            version: OnceLock::new(),
+        }
+    }
+}
+
+pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
+    let Some(sql) = context.sql else {
+        return Err(Failure::new(
+            "read_only_sql has no database",
+            "start the sandbox with --sql-dsn or MCP_SQL_DSN",
+        ));
+    };
+    let query = string_arg(arguments, "query").unwrap_or_default();
+    let max_rows = u64_arg(arguments, "max_rows").map_or(sql.max_rows, |n| n.min(sql.max_rows));
+    let checked = policy::check(query, max_rows).map_err(|refusal| match refusal {
+        Refusal::Violation(why) => Failure::coded(
+            "MCP_QUERY_VIOLATION",
+            why,
+            "send one read-only SELECT without bind parameters",
+        ),
+        Refusal::Invalid(why) => Failure::coded(
+            "MCP_VALIDATION_ERROR",
+            why,
+            "send one SELECT in PostgreSQL syntax",
+        ),
+    })?;
+    let left = context.deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(context
+            .stop()
+            .unwrap_or_else(|| Failure::new("out of time", "try again")));
+    }
+    let timeout = sql.timeout.min(left);
+    let answer = sql
+        .database
+        .run(&checked.sql, timeout, left)
+        .map_err(|e| failure(e, timeout))?;
+    let version = match sql.version.get() {
+        Some(version) => version.clone(),
+        None => {
+            let version = sql.database.server_version(left).unwrap_or_default();
+            sql.version.get_or_init(|| version).clone()
+        }
+    };
+    let table = rows::table(&answer.columns, answer.rows, sql.max_bytes);
+    let row_count = table.rows.len();
+    let text = table
+        .rows
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let truncated = table.truncated || row_count as u64 >= checked.limit;
+    Ok(Output {
+        text,
+        structured: json!({
+            "columns": table.columns,
+            "rows": table.rows,
+            "row_count": row_count,
+            "truncated": truncated,
+            "receipt": {
+                "sql": checked.sql,
+                "sha256": sha256(checked.sql.as_bytes()),
+                "row_count": row_count,
+                "limit": checked.limit,
+                "truncated": truncated,
+                "server_version": version,
+            },
+        }),
+        untrusted: Some("the database".into()),
+    })
+}
+
+fn failure(error: QueryError, timeout: Duration) -> Failure {
+    match error {
+        QueryError::Timeout => Failure::coded(
+            "MCP_EXECUTION_TIMEOUT",
+            format!(
+                "the query ran past {} s (--sql-timeout)",
+                timeout.as_secs_f64()
+            ),
+            "narrow it: fewer rows, an indexed condition, no cross joins",
+        ),
+        QueryError::ReadOnly(why) => Failure::coded(
+            "MCP_QUERY_VIOLATION",
+            format!("the database refused a write: {why}"),
+            "only reading is allowed",
+        ),
+        QueryError::AccessDenied(why) => Failure::coded(
+            "MCP_ACCESS_DENIED",
+            format!("the database role may not read this: {why}"),
+            "query only the tables and views the role was granted",
+        ),
+        QueryError::Invalid(why) => Failure::coded(
+            "MCP_VALIDATION_ERROR",
+            format!("the database refused the query: {why}"),
+            "fix the query (names, types, syntax) and try again",
+        ),
+        QueryError::Busy => Failure::coded(
+            "MCP_BUSY",
+            "every database connection stayed busy (--sql-connections)",
+            "try again shortly",
+        ),
+        QueryError::Server => Failure::coded(
+            "MCP_INTERNAL_ERROR",
+            "the database could not be reached or failed",
+            "try again later; the operator finds the details in the server's log",
+        ),
+    }
+}
