@@ -64,6 +64,8 @@ pub struct Database {
 struct Pool {
     idle: Vec<postgres::Client>,
     open: usize,
+    /// Callers waiting for a connection to come back (seen by the pool's test).
+    waiting: usize,
 }
 
 impl Database {
@@ -114,13 +116,15 @@ impl Database {
     /// An idle connection, a new one while fewer than `max` exist, or the first one given
     /// back within `wait`.
     fn client(&self, wait: Duration) -> Result<postgres::Client, QueryError> {
-        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.waiting += 1;
         let (mut pool, _) = self
             .returned
             .wait_timeout_while(pool, wait, |pool| {
                 pool.idle.is_empty() && pool.open >= self.max
             })
             .unwrap_or_else(|e| e.into_inner());
+        pool.waiting -= 1;
         while let Some(client) = pool.idle.pop() {
             if !client.is_closed() {
                 return Ok(client);
@@ -252,4 +256,124 @@ fn describe(e: &postgres::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each layer of the boundary on its own, against the PostgreSQL server `scripts/test-all`
+    //! starts (`MCP_STDIO_TEST_POSTGRES`; required when `CI` is set). A write the policy
+    //! cannot see (a function that inserts) is what each layer must stop by itself.
+
+    use super::*;
+
+    /// A fresh database with a table and a function that writes to it; `None` without a
+    /// server (outside CI).
+    fn database() -> Option<String> {
+        let url = match std::env::var("MCP_STDIO_TEST_POSTGRES") {
+            Ok(url) => url,
+            Err(_) if std::env::var_os("CI").is_some() => {
+                panic!(
+                    "MCP_STDIO_TEST_POSTGRES is not set: scripts/test-all starts a PostgreSQL server"
+                )
+            }
+            Err(_) => return None,
+        };
+        let name = format!("ro_{}", std::process::id()) + &format!("_{}", rand_suffix());
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let url = format!("{}/{name}", url.rsplit_once('/').unwrap().0);
+        let mut owner = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        owner
+            .batch_execute(
+                "CREATE TABLE t (a int);
+                 CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'INSERT INTO t VALUES (1) RETURNING a';",
+            )
+            .unwrap();
+        Some(url)
+    }
+
+    fn rand_suffix() -> String {
+        let mut bytes = [0u8; 4];
+        aws_lc_rs::rand::fill(&mut bytes).unwrap();
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn rows_in_t(url: &str) -> i64 {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        client
+            .query_one("SELECT count(*) FROM t", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    #[test]
+    fn the_read_only_transaction_alone_stops_a_write_the_policy_cannot_see() {
+        let Some(url) = database() else { return };
+        // A plain connection: no session default, so only BEGIN READ ONLY stands in the way.
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let refused = query(&mut client, "SELECT bump()", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(refused, QueryError::ReadOnly(_)), "{refused:?}");
+        assert_eq!(rows_in_t(&url), 0);
+        let fine = query(&mut client, "SELECT 1 AS one", Duration::from_secs(5)).unwrap();
+        assert_eq!(fine.rows, vec![vec![Some("1".to_owned())]]);
+    }
+
+    #[test]
+    fn every_pooled_connection_reads_only_by_default() {
+        let Some(url) = database() else { return };
+        let database = Database::new(&DatabaseConfig {
+            dsn: crate::secret::Secret::new(url.clone()),
+            connections: 1,
+        })
+        .unwrap();
+        let mut client = database.client(Duration::from_secs(5)).unwrap();
+        let shown = client
+            .query_one("SHOW default_transaction_read_only", &[])
+            .unwrap()
+            .get::<_, String>(0);
+        assert_eq!(shown, "on");
+        // Outside any transaction of ours, the session default stops the write too.
+        let error = client.query("SELECT bump()", &[]).unwrap_err();
+        assert_eq!(error.code().map(|c| c.code()), Some("25006"));
+        database.give_back(client);
+        assert_eq!(rows_in_t(&url), 0);
+    }
+
+    #[test]
+    fn the_pool_is_bounded_and_a_waiter_gets_the_connection_given_back() {
+        let Some(url) = database() else { return };
+        let database = Database::new(&DatabaseConfig {
+            dsn: crate::secret::Secret::new(url),
+            connections: 1,
+        })
+        .unwrap();
+        let held = database.client(Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(
+                database.client(Duration::from_millis(100)),
+                Err(QueryError::Busy)
+            ),
+            "--sql-connections 1 is in use"
+        );
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                database.run("SELECT 2", Duration::from_secs(5), Duration::from_secs(10))
+            });
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while database.pool.lock().unwrap().waiting == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the waiter never waited"
+                );
+                std::thread::yield_now();
+            }
+            database.give_back(held);
+            assert!(
+                waiter.join().unwrap().is_ok(),
+                "the waiter got the connection back"
+            );
+        });
+    }
 }
