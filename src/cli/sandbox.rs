@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::positive_seconds;
+use super::{non_negative_seconds, positive_seconds};
 use crate::logging::{LogFormat, LogLevel};
 use crate::sandbox::{Limits, SandboxConfig};
 
@@ -47,9 +47,24 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
     pub call_timeout: Duration,
 
-    /// Most tool calls running at once; more are refused with a result saying so.
+    /// Most tool calls running at once; more wait their turn (first come, first served)
+    /// for up to --queue-wait, then are refused with a result saying so.
     #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_calls: u64,
+
+    /// Seconds a call waits for a free slot (--max-concurrent-calls) before it is refused
+    /// as busy; 0 refuses at once.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    pub queue_wait: Duration,
+
+    /// Deepest nesting of a call's arguments (the arguments object is level 1).
+    #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_argument_depth: u64,
+
+    /// Most entries (object members and array elements, at every level) in a call's
+    /// arguments.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_argument_items: u64,
 
     /// Tools per `tools/list` page. The default lists every tool on the first page, since
     /// several hosts never ask for a second one; a lower value pages with a cursor.
@@ -113,6 +128,11 @@ pub fn sandbox_config(args: SandboxArgs) -> Result<SandboxConfig, String> {
         },
         call_timeout: args.call_timeout,
         max_concurrent_calls: args.max_concurrent_calls as usize,
+        queue_wait: args.queue_wait,
+        shape: crate::sandbox::Shape {
+            max_depth: args.max_argument_depth as usize,
+            max_items: args.max_argument_items as usize,
+        },
         page_size: args.page_size as usize,
         max_message_size: args.max_message_size as usize,
         sql: args

@@ -5,6 +5,8 @@
 //! fenced as untrusted (`untrusted`). `server` speaks the protocol; `tools` knows nothing of it.
 
 mod denylist;
+mod guard;
+mod problem;
 mod redact;
 mod render;
 mod schema;
@@ -24,6 +26,7 @@ use crate::jsonrpc::stdio::StdioModes;
 use crate::jsonrpc::writer;
 
 pub use denylist::Denylist;
+pub use guard::Shape;
 pub use tools::Limits;
 
 /// Everything sandbox mode needs, already validated by `cli`.
@@ -35,6 +38,10 @@ pub struct SandboxConfig {
     pub limits: Limits,
     pub call_timeout: Duration,
     pub max_concurrent_calls: usize,
+    /// How long a call waits, in FIFO order, for one of those slots (`--queue-wait`).
+    pub queue_wait: Duration,
+    /// The structural guard's bounds (`--max-argument-depth`, `--max-argument-items`).
+    pub shape: guard::Shape,
     /// Tools per `tools/list` page (`--page-size`): by default more than the server has,
     /// because several hosts read only the first page.
     pub page_size: usize,

@@ -1,7 +1,7 @@
 //! A tool's output as an MCP `CallToolResult`: assembled whole first (the content block,
 //! fenced when it is workspace content, and `structuredContent` with the untrusted-content
 //! assessment), then redacted in one pass over everything, then the redaction report
-//! attached. A refusal is a result too, with `isError` and a `remedy`.
+//! attached. A refusal is a result too, with `isError`, its problem document and a `remedy`.
 
 use serde_json::{Value, json};
 
@@ -34,15 +34,19 @@ pub fn success(output: Output) -> Value {
     result
 }
 
+/// A refusal in-band: the text for the model, and the RFC 9457 problem document (with the
+/// remedy, and `error` as before) as `structuredContent`.
 pub fn refusal(failure: &Failure) -> Value {
+    let mut structured = failure
+        .problem
+        .document(&failure.message, &failure.invalid_params);
+    structured["remedy"] = failure.remedy.clone().into();
+    structured["error"] = failure.message.clone().into();
     let mut result = json!({
         "content": [{"type": "text", "text": format!("{}. {}", failure.message, failure.remedy)}],
-        "structuredContent": {"error": failure.message, "remedy": failure.remedy},
+        "structuredContent": structured,
         "isError": true,
     });
-    if let Some(code) = failure.code {
-        result["structuredContent"]["code"] = code.into();
-    }
     redact(&mut result, &mut Report::default());
     result
 }

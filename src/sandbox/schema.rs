@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use super::guard::Invalid;
+
 const KNOWN: &[&str] = &[
     "type",
     "properties",
@@ -51,7 +53,7 @@ pub fn check_supported(schema: &Value, at: &str) -> Result<(), String> {
 }
 
 /// Validates `value` against `schema`; the error names the offending field.
-pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), Invalid> {
     if let Some(kind) = schema.get("type").and_then(Value::as_str) {
         let ok = match kind {
             "object" => value.is_object(),
@@ -63,27 +65,36 @@ pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
             _ => false,
         };
         if !ok {
-            return Err(format!("{at} must be of type {kind}"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} must be of type {kind}"),
+            ));
         }
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(value)
     {
-        return Err(format!(
-            "{at} must be one of {}",
-            Value::Array(allowed.clone())
+        return Err(invalid(
+            at.to_owned(),
+            format!("{at} must be one of {}", Value::Array(allowed.clone())),
         ));
     }
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && n < min
         {
-            return Err(format!("{at} must be at least {min}"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} must be at least {min}"),
+            ));
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && n > max
         {
-            return Err(format!("{at} must be at most {max}"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} must be at most {max}"),
+            ));
         }
     }
     if let Some(s) = value.as_str() {
@@ -91,19 +102,28 @@ pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
             && len < min
         {
-            return Err(format!("{at} must be at least {min} characters"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} must be at least {min} characters"),
+            ));
         }
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
             && len > max
         {
-            return Err(format!("{at} must be at most {max} characters"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} must be at most {max} characters"),
+            ));
         }
     }
     if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
         if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
             && array.len() as u64 > max
         {
-            return Err(format!("{at} may have at most {max} items"));
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} may have at most {max} items"),
+            ));
         }
         for (i, item) in array.iter().enumerate() {
             validate(items, item, &format!("{at}[{i}]"))?;
@@ -119,20 +139,30 @@ pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
             .filter_map(Value::as_str)
         {
             if !object.contains_key(name) {
-                return Err(format!("{at}.{name} is required"));
+                return Err(invalid(
+                    format!("{at}.{name}"),
+                    format!("{at}.{name} is required"),
+                ));
             }
         }
         for (name, item) in object {
             match properties.and_then(|p| p.get(name)) {
                 Some(sub) => validate(sub, item, &format!("{at}.{name}"))?,
                 None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(format!("{at}.{name} is not a known argument"));
+                    return Err(invalid(
+                        format!("{at}.{name}"),
+                        format!("{at}.{name} is not a known argument"),
+                    ));
                 }
                 None => {}
             }
         }
     }
     Ok(())
+}
+
+fn invalid(field: String, message: String) -> Invalid {
+    Invalid { field, message }
 }
 
 #[cfg(test)]
@@ -158,23 +188,39 @@ mod tests {
         let schema = json!({"type":"object","properties":{"path":{"type":"string","maxLength":3},"n":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false});
         assert_eq!(validate(&schema, &json!({"path":"a"}), "arguments"), Ok(()));
         assert_eq!(
-            validate(&schema, &json!({}), "arguments").unwrap_err(),
+            validate(&schema, &json!({}), "arguments")
+                .unwrap_err()
+                .message,
             "arguments.path is required"
         );
         assert_eq!(
-            validate(&schema, &json!({"path":"a","x":1}), "arguments").unwrap_err(),
+            validate(&schema, &json!({"path":"a","x":1}), "arguments")
+                .unwrap_err()
+                .message,
             "arguments.x is not a known argument"
         );
         assert_eq!(
-            validate(&schema, &json!({"path":"abcd"}), "arguments").unwrap_err(),
+            validate(&schema, &json!({"path":"a","x":1}), "arguments")
+                .unwrap_err()
+                .field,
+            "arguments.x"
+        );
+        assert_eq!(
+            validate(&schema, &json!({"path":"abcd"}), "arguments")
+                .unwrap_err()
+                .message,
             "arguments.path must be at most 3 characters"
         );
         assert_eq!(
-            validate(&schema, &json!({"path":"a","n":0}), "arguments").unwrap_err(),
+            validate(&schema, &json!({"path":"a","n":0}), "arguments")
+                .unwrap_err()
+                .message,
             "arguments.n must be at least 1"
         );
         assert_eq!(
-            validate(&schema, &json!({"path":1}), "arguments").unwrap_err(),
+            validate(&schema, &json!({"path":1}), "arguments")
+                .unwrap_err()
+                .message,
             "arguments.path must be of type string"
         );
     }

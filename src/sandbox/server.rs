@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::SandboxConfig;
+use super::guard;
+use super::problem::Problem;
 use super::render;
 use super::schema;
 use super::tools::{self, Context, Tool};
@@ -28,7 +30,8 @@ pub struct Server {
     tools: Vec<Tool>,
     era: OnceLock<Era>,
     revision: Option<String>,
-    calls: Semaphore,
+    /// The slots of `--max-concurrent-calls`, handed out first come, first served.
+    calls: Arc<Semaphore>,
     /// `read_only_sql`'s database, when configured.
     sql: Option<tools::Sql>,
     /// Calls in progress, by request id: cancelling sets the flag.
@@ -59,7 +62,7 @@ impl Server {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .filter(|r| r.len() == 40);
-        let calls = Semaphore::new(config.max_concurrent_calls);
+        let calls = Arc::new(Semaphore::new(config.max_concurrent_calls));
         Ok(Server {
             config,
             workspace,
@@ -117,10 +120,10 @@ impl Server {
                 let raw_id = parsed.id.expect("requests have ids").get().to_owned();
                 let id =
                     IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
-                let params: Value = parsed
+                // Params that do not parse are refused, never taken as empty.
+                let params = parsed
                     .params
-                    .and_then(|p| serde_json::from_str(p.get()).ok())
-                    .unwrap_or_else(|| json!({}));
+                    .map_or_else(|| Ok(json!({})), |p| guard::parse_params(p.get()));
                 let claims = envelope::claims_modern(parsed.params);
                 let era = *self.era.get_or_init(|| {
                     if claims && method != "initialize" {
@@ -129,6 +132,7 @@ impl Server {
                         Era::Legacy
                     }
                 });
+                let place = (method == "tools/call").then(|| self.queue_place());
                 let server = self.clone();
                 let out = out.clone();
                 let claim = if era == Era::Modern {
@@ -137,7 +141,7 @@ impl Server {
                     None
                 };
                 tokio::spawn(async move {
-                    let answer = server.answer(era, claim, &id, &method, params).await;
+                    let answer = server.answer(era, claim, &id, &method, params, place).await;
                     let line = match answer {
                         Ok(result) => {
                             format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{result}}}"#)
@@ -165,8 +169,11 @@ impl Server {
         claim: Option<Result<Option<envelope::Claim>, ClaimError>>,
         id: &IdKey,
         method: &str,
-        params: Value,
+        params: Result<Value, String>,
+        place: Option<Place>,
     ) -> Result<Value, (i64, String, Option<Value>)> {
+        let params =
+            params.map_err(|why| (INVALID_PARAMS, format!("Invalid params: {why}"), None))?;
         let modern = era == Era::Modern;
         if modern && method == "initialize" {
             // A connection that began in 2026-07-28 does not switch to the handshake era.
@@ -214,7 +221,10 @@ impl Server {
                 "_meta": {crate::era::META_SERVER_INFO: server_info()},
             }),
             ("tools/list", _) => self.list(&params, modern)?,
-            ("tools/call", _) => self.call(id, &params).await?,
+            ("tools/call", _) => {
+                let place = place.unwrap_or_else(|| self.queue_place());
+                self.call(id, &params, place).await?
+            }
             _ => {
                 return Err((
                     METHOD_NOT_FOUND,
@@ -278,41 +288,64 @@ impl Server {
         Ok(result)
     }
 
+    /// A place in the queue for a slot, taken when the request is read (the reader is
+    /// sequential), so calls get their slots in the order they arrived, not in the order
+    /// their tasks happen to be scheduled.
+    fn queue_place(&self) -> Place {
+        let mut waiting: Waiting = Box::pin(self.calls.clone().acquire_owned());
+        // The first poll joins the semaphore's FIFO wait list, or takes a free slot.
+        let waker = std::task::Waker::noop();
+        match waiting
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+        {
+            std::task::Poll::Ready(Ok(permit)) => Place::Taken(permit),
+            _ => Place::Waiting(waiting),
+        }
+    }
+
     async fn call(
         self: &Arc<Self>,
         id: &IdKey,
         params: &Value,
+        place: Place,
     ) -> Result<Value, (i64, String, Option<Value>)> {
+        if let Some(name) = params.get("name") {
+            guard::check_text(name, "name").map_err(invalid_params)?;
+        }
         let name = params.get("name").and_then(Value::as_str).ok_or_else(|| {
-            (
-                INVALID_PARAMS,
-                "Invalid params: params.name is required".to_owned(),
-                None,
-            )
+            invalid_params(guard::Invalid {
+                field: "name".into(),
+                message: "params.name is required".into(),
+            })
         })?;
         let tool = self.tools.iter().find(|t| t.name == name).ok_or_else(|| {
-            (
-                INVALID_PARAMS,
-                format!("Invalid params: no tool named '{name}' (see tools/list)"),
-                None,
-            )
+            invalid_params(guard::Invalid {
+                field: "name".into(),
+                message: format!("no tool named '{name}' (see tools/list)"),
+            })
         })?;
         let arguments = params
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        schema::validate(&tool.input, &arguments, "arguments")
-            .map_err(|why| (INVALID_PARAMS, format!("Invalid params: {why}"), None))?;
+        // The shape and the text first: the schema's own messages would otherwise echo
+        // what the guard is there to keep out.
+        guard::check(&arguments, "arguments", self.config.shape).map_err(invalid_params)?;
+        schema::validate(&tool.input, &arguments, "arguments").map_err(invalid_params)?;
         let flag = Arc::new(AtomicBool::new(false));
         self.running
             .lock()
             .expect("running lock")
             .insert(id.clone(), flag.clone());
-        let Ok(_permit) = self.calls.try_acquire() else {
+        // Each waits at most --queue-wait, in the order of arrival (see `queue_place`).
+        let Some(_permit) = place.wait(self.config.queue_wait).await else {
             return Ok(render::refusal(&tools::Failure::new(
+                Problem::Busy,
                 format!(
-                    "{} calls are already running (--max-concurrent-calls)",
-                    self.config.max_concurrent_calls
+                    "{} calls were running for the whole {} s wait (--max-concurrent-calls, --queue-wait)",
+                    self.config.max_concurrent_calls,
+                    self.config.queue_wait.as_secs_f64()
                 ),
                 "wait for a call to finish, then try again",
             )));
@@ -339,10 +372,55 @@ impl Server {
                 None,
             )
         })?;
-        Ok(match outcome {
-            Ok(output) => render::success(output),
-            Err(failure) => render::refusal(&failure),
-        })
+        match outcome {
+            Ok(output) => Ok(render::success(output)),
+            // The server's own failure is a protocol error; what failed goes to stderr only.
+            Err(failure) if failure.problem == Problem::Internal => {
+                tracing::error!(tool = name, "{}", failure.message);
+                let detail = "the tool failed on the server's side; the details are in its log";
+                Err((
+                    crate::jsonrpc::error::INTERNAL_ERROR,
+                    format!("Internal error: {detail}"),
+                    Some(Problem::Internal.document(detail, &[])),
+                ))
+            }
+            Err(failure) => Ok(render::refusal(&failure)),
+        }
+    }
+}
+
+/// A -32602 for arguments the guard or the schema refused, with its problem document.
+fn invalid_params(invalid: guard::Invalid) -> (i64, String, Option<Value>) {
+    // Named as the tool's own refusals name them: `path`, not `arguments.path`.
+    let field = invalid
+        .field
+        .strip_prefix("arguments.")
+        .unwrap_or(&invalid.field);
+    let document = Problem::Validation.document(&invalid.message, &[field.to_owned()]);
+    (
+        INVALID_PARAMS,
+        format!("Invalid params: {}", invalid.message),
+        Some(document),
+    )
+}
+
+/// A call's slot of `--max-concurrent-calls`, or its place in the line for one.
+enum Place {
+    Taken(OwnedSemaphorePermit),
+    Waiting(Waiting),
+}
+
+type Waiting = std::pin::Pin<
+    Box<dyn Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>> + Send>,
+>;
+
+impl Place {
+    /// The slot, once it is this call's turn, if that comes within `limit`.
+    async fn wait(self, limit: std::time::Duration) -> Option<OwnedSemaphorePermit> {
+        match self {
+            Place::Taken(permit) => Some(permit),
+            Place::Waiting(waiting) => tokio::time::timeout(limit, waiting).await.ok()?.ok(),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 pub mod issuer;
 pub mod modern;
 pub mod proxy;
+pub mod sandbox;
 pub mod serve;
 pub mod signin;
 pub mod sse_server;

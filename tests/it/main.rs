@@ -18,6 +18,7 @@ mod relay_stdio;
 mod relay_stdio_modes;
 mod relay_streams;
 mod sandbox;
+mod sandbox_guards;
 mod secrets;
 mod serve;
 mod serve_auth;

@@ -2,66 +2,10 @@
 //! whole response, the nonce fence, both protocol eras, schema errors, bounds, cancellation.
 
 use std::os::unix::fs::symlink;
-use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::stdio::StdioPeer;
-
-/// The sandbox on the shared stdio driver, numbering its own requests.
-struct Sandbox {
-    peer: StdioPeer,
-    next: u64,
-}
-
-impl Sandbox {
-    async fn start(root: &Path, flags: &[&str]) -> Self {
-        let mut command = tokio::process::Command::new(crate::common::binary());
-        command.arg("sandbox").arg("--root").arg(root).args(flags);
-        Sandbox {
-            peer: StdioPeer::spawn(command),
-            next: 100,
-        }
-    }
-
-    async fn send(&mut self, message: &Value) {
-        self.peer.send(message.clone()).await;
-    }
-
-    async fn recv_raw(&mut self) -> String {
-        self.peer.recv_line().await
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> (Value, String) {
-        self.next += 1;
-        let id = self.next;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let raw = self.recv_raw().await;
-        let answer: Value = serde_json::from_str(&raw).unwrap();
-        assert_eq!(answer["id"], id, "{raw}");
-        (answer, raw)
-    }
-
-    async fn legacy(root: &Path, flags: &[&str]) -> Self {
-        let mut sandbox = Self::start(root, flags).await;
-        let (init, _) = sandbox
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
-            .await;
-        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-        sandbox
-            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        sandbox
-    }
-
-    async fn tool(&mut self, name: &str, arguments: Value) -> (Value, String) {
-        let (answer, raw) = self
-            .request("tools/call", json!({"name": name, "arguments": arguments}))
-            .await;
-        (answer["result"].clone(), raw)
-    }
-}
+use crate::common::sandbox::Sandbox;
 
 const AWS_KEY: &str = concat!("AKIA", "IOSFODNN7EXAMPLE");
 
@@ -117,6 +61,31 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
 
 fn refused(result: &Value, raw: &str) {
     assert_eq!(result["isError"], true, "{raw}");
+    // Every refusal is an RFC 9457 problem document with its stable code.
+    let problem = &result["structuredContent"];
+    assert!(
+        problem["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("urn:mcp-stdio:problem:")),
+        "{raw}"
+    );
+    assert!(
+        problem["title"].is_string() && problem["detail"].is_string(),
+        "{raw}"
+    );
+    assert!(
+        problem["status"]
+            .as_u64()
+            .is_some_and(|s| (400..600).contains(&s)),
+        "{raw}"
+    );
+    assert!(
+        problem["code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("MCP_")),
+        "{raw}"
+    );
+    assert!(problem["invalid_params"].is_array(), "{raw}");
     assert!(
         result["structuredContent"]["remedy"]
             .as_str()
@@ -148,7 +117,6 @@ async fn the_attack_corpus_is_refused_and_nothing_leaks() {
         "notes.txt",
         "pipe",
         "src",
-        "bad\u{0}name",
         long.as_str(),
     ] {
         let (result, raw) = sandbox.tool("read_file", json!({"path": path})).await;
@@ -637,7 +605,12 @@ async fn time_concurrency_and_hashing_are_bounded() {
     assert!(info["structuredContent"].get("sha256").is_none(), "{raw}");
     assert!(raw.contains("--max-hash-bytes"), "{raw}");
 
-    let mut one = Sandbox::legacy(&root, &["--max-concurrent-calls", "1"]).await;
+    // system_metrics holds its slot for 100 ms; the second call waits 10 ms for it.
+    let mut one = Sandbox::legacy(
+        &root,
+        &["--max-concurrent-calls", "1", "--queue-wait", "0.01"],
+    )
+    .await;
     one.send(&json!({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"system_metrics","arguments":{}}})).await;
     one.send(&json!({"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"system_metrics","arguments":{}}})).await;
     let mut answers: Vec<Value> = Vec::new();
@@ -655,4 +628,9 @@ async fn time_concurrency_and_hashing_are_bounded() {
             .unwrap()
             .contains("--max-concurrent-calls")
     );
+    assert_eq!(
+        refused[0]["result"]["structuredContent"]["code"],
+        "MCP_BUSY"
+    );
+    assert_eq!(refused[0]["result"]["structuredContent"]["status"], 503);
 }

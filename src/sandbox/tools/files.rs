@@ -5,6 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use serde_json::{Value, json};
 
 use super::{Context, Failure, Output, ToolResult, hex, sha256, string_arg, u64_arg};
+use crate::sandbox::problem::Problem;
 use crate::sandbox::workspace::kind_name;
 
 pub fn read_file(arguments: &Value, context: &Context<'_>) -> ToolResult {
@@ -18,17 +19,27 @@ pub fn read_file(arguments: &Value, context: &Context<'_>) -> ToolResult {
         .unwrap_or(context.limits.max_read_bytes)
         .min(context.limits.max_read_bytes);
     let offset = u64_arg(arguments, "offset").unwrap_or(0).min(size);
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| Failure::new(format!("cannot read '{}': {e}", opened.path), "try again"))?;
+    file.seek(SeekFrom::Start(offset)).map_err(|e| {
+        Failure::new(
+            Problem::Internal,
+            format!("cannot read '{}': {e}", opened.path),
+            "try again",
+        )
+    })?;
     let mut bytes = Vec::with_capacity(cap.min(size.saturating_sub(offset)) as usize);
-    file.take(cap)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Failure::new(format!("cannot read '{}': {e}", opened.path), "try again"))?;
+    file.take(cap).read_to_end(&mut bytes).map_err(|e| {
+        Failure::new(
+            Problem::Internal,
+            format!("cannot read '{}': {e}", opened.path),
+            "try again",
+        )
+    })?;
     let end = offset + bytes.len() as u64;
     let truncated = end < size;
     let digest = sha256(&bytes);
     let Ok(text) = String::from_utf8(bytes) else {
         return Err(Failure::new(
+            Problem::Unsupported,
             format!("'{}' is not UTF-8 text", opened.path),
             "use file_info for its size and sha256; binary content is not returned",
         ));
@@ -83,8 +94,13 @@ pub fn file_info(arguments: &Value, context: &Context<'_>) -> ToolResult {
     let opened = workspace
         .open_beneath(requested, rustix::fs::OFlags::PATH)
         .map_err(|r| Failure::refused(&r, workspace))?;
-    let stat = rustix::fs::fstat(&opened.fd)
-        .map_err(|e| Failure::new(format!("cannot stat '{}': {e}", opened.path), "try again"))?;
+    let stat = rustix::fs::fstat(&opened.fd).map_err(|e| {
+        Failure::new(
+            Problem::Internal,
+            format!("cannot stat '{}': {e}", opened.path),
+            "try again",
+        )
+    })?;
     let mut info = json!({
         "path": opened.path,
         "type": kind_name(opened.kind),
@@ -103,7 +119,11 @@ pub fn file_info(arguments: &Value, context: &Context<'_>) -> ToolResult {
                     return Err(stop);
                 }
                 let n = file.read(&mut buffer).map_err(|e| {
-                    Failure::new(format!("cannot read '{}': {e}", opened.path), "try again")
+                    Failure::new(
+                        Problem::Internal,
+                        format!("cannot read '{}': {e}", opened.path),
+                        "try again",
+                    )
                 })?;
                 if n == 0 {
                     break;

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use super::{Context, Failure, Output, ToolResult, bool_arg, string_arg, u64_arg};
+use crate::sandbox::problem::Problem;
 
 /// The `git` command line every call starts from.
 fn git(context: &Context<'_>) -> Command {
@@ -42,6 +43,7 @@ fn git(context: &Context<'_>) -> Command {
 fn run(mut command: Command, cap: u64, context: &Context<'_>) -> Result<(String, bool), Failure> {
     let mut child = command.spawn().map_err(|e| {
         Failure::new(
+            Problem::Internal,
             format!("git could not be started: {e}"),
             "git must be installed for the git tools",
         )
@@ -83,6 +85,7 @@ fn run(mut command: Command, cap: u64, context: &Context<'_>) -> Result<(String,
     if !read_ok || (!truncated && !status.is_some_and(|s| s.success())) {
         let first = err.lines().next().unwrap_or("git failed").to_owned();
         return Err(Failure::new(
+            Problem::Validation,
             format!("git: {first}"),
             "the workspace must be a git repository; check the revision or path",
         ));
@@ -169,9 +172,11 @@ pub fn git_diff(arguments: &Value, context: &Context<'_>) -> ToolResult {
                 .all(|c| c.is_ascii_alphanumeric() || "._/~^-@{}".contains(c));
         if !safe {
             return Err(Failure::new(
+                Problem::Validation,
                 format!("'{revision}' is not a revision name"),
                 "give a commit, branch or tag, e.g. HEAD~1",
-            ));
+            )
+            .on("revision"));
         }
         command.arg(revision);
     }

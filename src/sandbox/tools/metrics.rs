@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Context, Failure, Output, ToolResult};
+use crate::sandbox::problem::Problem;
 
 fn cpu_times() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -53,6 +54,7 @@ pub fn system_metrics(context: &Context<'_>) -> ToolResult {
         .collect();
     let disk = rustix::fs::fstatvfs(context.workspace.root_fd()).map_err(|e| {
         Failure::new(
+            Problem::Internal,
             format!("cannot read the filesystem's size: {e}"),
             "nothing to do",
         )

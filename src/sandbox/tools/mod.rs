@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::problem::Problem;
 use super::workspace::{Refusal, Workspace};
 
 /// The bounds every tool works within.
@@ -44,10 +45,15 @@ impl Context<'_> {
     /// Whether the work must stop (cancelled, or past the per-call deadline).
     pub fn stop(&self) -> Option<Failure> {
         if self.cancelled.load(Ordering::Relaxed) {
-            return Some(Failure::new("the call was cancelled", "nothing to do"));
+            return Some(Failure::new(
+                Problem::Cancelled,
+                "the call was cancelled",
+                "nothing to do",
+            ));
         }
         if Instant::now() >= self.deadline {
             return Some(Failure::new(
+                Problem::Timeout,
                 "the call ran out of time (--call-timeout)",
                 "narrow it: a smaller path, a more specific glob, fewer lines",
             ));
@@ -64,37 +70,44 @@ pub struct Output {
     pub untrusted: Option<String>,
 }
 
-/// A refusal: what happened and what would work, and (for `read_only_sql`) a stable code.
+/// A refusal: what kind of problem, what happened, what would work, and which arguments
+/// were at fault.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
+    pub problem: Problem,
     pub message: String,
     pub remedy: String,
-    pub code: Option<&'static str>,
+    pub invalid_params: Vec<String>,
 }
 
 impl Failure {
-    pub fn new(message: impl Into<String>, remedy: impl Into<String>) -> Self {
+    pub fn new(problem: Problem, message: impl Into<String>, remedy: impl Into<String>) -> Self {
         Failure {
+            problem,
             message: message.into(),
             remedy: remedy.into(),
-            code: None,
+            invalid_params: Vec::new(),
         }
     }
 
-    /// A refusal with a stable code (`MCP_QUERY_VIOLATION`, …).
-    pub fn coded(
-        code: &'static str,
-        message: impl Into<String>,
-        remedy: impl Into<String>,
-    ) -> Self {
-        Failure {
-            code: Some(code),
-            ..Failure::new(message, remedy)
-        }
+    /// Names the argument at fault.
+    pub fn on(mut self, argument: &str) -> Self {
+        self.invalid_params.push(argument.to_owned());
+        self
     }
 
+    /// A path the workspace would not open (always the `path` argument).
     pub fn refused(refusal: &Refusal, workspace: &Workspace) -> Self {
-        Failure::new(refusal.message(), refusal.remedy(&workspace.name))
+        let problem = match refusal {
+            Refusal::Outside(_) | Refusal::Denied { .. } | Refusal::NoAccess(_) => {
+                Problem::AccessDenied
+            }
+            Refusal::NotFound(_) => Problem::NotFound,
+            Refusal::NotRegular { .. } | Refusal::NotDirectory(_) | Refusal::Invalid(_) => {
+                Problem::Validation
+            }
+        };
+        Failure::new(problem, refusal.message(), refusal.remedy(&workspace.name)).on("path")
     }
 }
 
@@ -244,9 +257,11 @@ pub fn call(name: &str, arguments: &Value, context: &Context<'_>) -> ToolResult 
         "system_metrics" => metrics::system_metrics(context),
         "read_only_sql" => sql::read_only_sql(arguments, context),
         other => Err(Failure::new(
+            Problem::Validation,
             format!("no tool named '{other}'"),
             "call tools/list",
-        )),
+        )
+        .on("name")),
     }
 }
 
@@ -285,9 +300,11 @@ pub fn glob_arg(arguments: &Value) -> Result<Option<globset::GlobMatcher>, Failu
                 .map(|g| g.compile_matcher())
                 .map_err(|e| {
                     Failure::new(
+                        Problem::Validation,
                         format!("the glob '{glob}' is invalid ({e})"),
                         "use a glob like '**/*.rs' or 'src/*.txt'",
                     )
+                    .on("glob")
                 })
         })
         .transpose()

@@ -8,6 +8,7 @@ use regex::RegexBuilder;
 use serde_json::{Value, json};
 
 use super::{Context, Failure, Output, ToolResult, bool_arg, glob_arg, string_arg, u64_arg};
+use crate::sandbox::problem::Problem;
 
 pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
     let workspace = context.workspace;
@@ -23,9 +24,11 @@ pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
         .build()
         .map_err(|e| {
             Failure::new(
+                Problem::Validation,
                 format!("the pattern is not a valid regular expression: {e}"),
                 "fix the pattern, or pass literal: true to search for the text as it is",
             )
+            .on("pattern")
         })?;
     let glob = glob_arg(arguments)?;
     let around = u64_arg(arguments, "context").unwrap_or(0) as usize;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{Context, Failure, Output, ToolResult, sha256, string_arg, u64_arg};
+use crate::sandbox::problem::Problem;
 use crate::sandbox::sql::database::{Database, QueryError};
 use crate::sandbox::sql::policy::{self, Refusal};
 use crate::sandbox::sql::rows;
@@ -40,6 +41,7 @@ impl Sql {
 pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
     let Some(sql) = context.sql else {
         return Err(Failure::new(
+            Problem::Internal,
             "read_only_sql has no database",
             "start the sandbox with --sql-dsn or MCP_SQL_DSN",
         ));
@@ -47,22 +49,24 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
     let query = string_arg(arguments, "query").unwrap_or_default();
     let max_rows = u64_arg(arguments, "max_rows").map_or(sql.max_rows, |n| n.min(sql.max_rows));
     let checked = policy::check(query, max_rows).map_err(|refusal| match refusal {
-        Refusal::Violation(why) => Failure::coded(
-            "MCP_QUERY_VIOLATION",
+        Refusal::Violation(why) => Failure::new(
+            Problem::QueryViolation,
             why,
             "send one read-only SELECT without bind parameters",
-        ),
-        Refusal::Invalid(why) => Failure::coded(
-            "MCP_VALIDATION_ERROR",
+        )
+        .on("query"),
+        Refusal::Invalid(why) => Failure::new(
+            Problem::Validation,
             why,
             "send one SELECT in PostgreSQL syntax",
-        ),
+        )
+        .on("query"),
     })?;
     let left = context.deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(context
             .stop()
-            .unwrap_or_else(|| Failure::new("out of time", "try again")));
+            .unwrap_or_else(|| Failure::new(Problem::Timeout, "out of time", "try again")));
     }
     let timeout = sql.timeout.min(left);
     let answer = sql
@@ -107,36 +111,41 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
 
 fn failure(error: QueryError, timeout: Duration) -> Failure {
     match error {
-        QueryError::Timeout => Failure::coded(
-            "MCP_EXECUTION_TIMEOUT",
+        QueryError::Timeout => Failure::new(
+            Problem::Timeout,
             format!(
                 "the query ran past {} s (--sql-timeout)",
                 timeout.as_secs_f64()
             ),
             "narrow it: fewer rows, an indexed condition, no cross joins",
         ),
-        QueryError::ReadOnly(why) => Failure::coded(
-            "MCP_QUERY_VIOLATION",
+        QueryError::ReadOnly(why) => Failure::new(
+            Problem::QueryViolation,
             format!("the database refused a write: {why}"),
             "only reading is allowed",
-        ),
-        QueryError::AccessDenied(why) => Failure::coded(
-            "MCP_ACCESS_DENIED",
+        )
+        .on("query"),
+        QueryError::AccessDenied(why) => Failure::new(
+            Problem::AccessDenied,
             format!("the database role may not read this: {why}"),
             "query only the tables and views the role was granted",
-        ),
-        QueryError::Invalid(why) => Failure::coded(
-            "MCP_VALIDATION_ERROR",
+        )
+        .on("query"),
+        QueryError::Invalid(why) => Failure::new(
+            Problem::Validation,
             format!("the database refused the query: {why}"),
             "fix the query (names, types, syntax) and try again",
-        ),
-        QueryError::Busy => Failure::coded(
-            "MCP_BUSY",
+        )
+        .on("query"),
+        QueryError::Busy => Failure::new(
+            Problem::Busy,
             "every database connection stayed busy (--sql-connections)",
             "try again shortly",
         ),
-        QueryError::Server => Failure::coded(
-            "MCP_INTERNAL_ERROR",
+        // The details went to stderr where the failure happened; the caller learns only
+        // that the server failed.
+        QueryError::Server => Failure::new(
+            Problem::Internal,
             "the database could not be reached or failed",
             "try again later; the operator finds the details in the server's log",
         ),
