@@ -12,6 +12,7 @@ import uuid
 import pytest
 from mcp import StdioServerParameters
 from mcp.client import Client
+from mcp.shared.exceptions import MCPError
 
 from helpers.host import relay_binary
 from helpers.processes import start_serve, stop_serve
@@ -34,6 +35,10 @@ INSERT INTO app.orders SELECT g, 1 + g % 3, g * 1.5 FROM generate_series(1, 50) 
 CREATE SEQUENCE app.counter;
 CREATE TABLE app.payroll (who text, salary int);
 INSERT INTO app.payroll VALUES ('ada', 100);
+-- A write the policy cannot see (an ordinary function call) with its owner's rights, so
+-- the role's grants do not stop it either: only the read-only transaction does.
+CREATE FUNCTION app.bump() RETURNS int LANGUAGE sql SECURITY DEFINER
+  AS 'INSERT INTO app.orders VALUES (1000, 1, 1) RETURNING id';
 """
 
 
@@ -157,6 +162,9 @@ ATTACKS = [
     ("SELECT * FROM app.payroll", "MCP_ACCESS_DENIED"),
     ("SELECT * FROM app.nope", "MCP_VALIDATION_ERROR"),
     ("SELECT 1/0", "MCP_VALIDATION_ERROR"),
+    # Past the policy, stopped by the database: the read-only transaction (SQLSTATE 25006).
+    ("SELECT app.bump()", "MCP_QUERY_VIOLATION"),
+    ("SELECT * FROM app.orders WHERE id = app.bump()", "MCP_QUERY_VIOLATION"),
 ]
 
 
@@ -169,7 +177,11 @@ async def test_the_attack_corpus_is_refused_and_changes_nothing(database, tmp_pa
             result = await sql(client, query)
             assert result.is_error, query
             if code:
-                assert result.structured_content["code"] == code, (query, result.structured_content)
+                problem = result.structured_content
+                assert problem["code"] == code, (query, problem)
+                assert problem["type"].startswith("urn:mcp-stdio:problem:"), problem
+                assert problem["status"] in (403, 422) and problem["title"] and problem["detail"], problem
+                assert problem["invalid_params"] == ["query"] and problem["remedy"], problem
             assert state(database) == before, query
     assert not os.path.exists("/tmp/pwned")
 
@@ -193,9 +205,12 @@ async def test_the_dsn_and_its_password_never_show(database, tmp_path):
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                result = await session.call_tool("read_only_sql", {"query": "SELECT 1"})
-                assert result.is_error and result.structured_content["code"] == "MCP_INTERNAL_ERROR"
-                shown = str(result.model_dump())
+                # A server failure is a protocol error with a generic message.
+                with pytest.raises(MCPError) as failed:
+                    await session.call_tool("read_only_sql", {"query": "SELECT 1"})
+                assert failed.value.error.code == -32603, failed.value.error
+                assert failed.value.error.data["code"] == "MCP_INTERNAL_ERROR"
+                shown = str(failed.value.error.model_dump())
     logged = log.read_text()
     assert "cannot connect" in logged, logged  # the operator learns why
     for secret in (PASSWORD, database["dsn"]):
