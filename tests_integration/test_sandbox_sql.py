@@ -5,8 +5,11 @@ through `serve`. The attack corpus asserts each refusal and that the database is
 afterwards (row counts, no new objects, no advisory locks held)."""
 
 import os
+import pathlib
 import re
+import shutil
 import subprocess
+import tempfile
 import uuid
 
 import pytest
@@ -227,3 +230,60 @@ async def test_read_only_sql_through_serve_in_both_eras(database, tmp_path):
                 assert result.structured_content["rows"] == [{"name": "ada"}], mode
     finally:
         stop_serve(process)
+
+
+@pytest.fixture(scope="module")
+def tls_server():
+    """A second private server with TLS on and a throwaway CA (`scripts/postgres start DIR tls`)."""
+    if not os.environ.get("MCP_STDIO_TEST_POSTGRES"):
+        pytest.skip("needs the PostgreSQL server programs scripts/test-all installs")
+    # Not under pytest's own temp directory: the server's user must be able to reach it.
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="pg-tls-"))
+    os.chmod(directory, 0o755)
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "postgres")
+    started = subprocess.run([script, "start", str(directory), "tls"], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    port = re.search(r":(\d+)/", url).group(1)
+    try:
+        yield {"url": url, "port": port, "ca": str(directory / "ca.crt")}
+    finally:
+        subprocess.run([script, "stop", str(directory)], timeout=120)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+TLS_QUERY = "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+
+
+async def test_tls_as_libpq_dsns_ask_for_it(tls_server, tmp_path):
+    url, ca = tls_server["url"], tls_server["ca"]
+    for dsn in (
+        f"{url}?sslmode=verify-full&sslrootcert={ca}",
+        f"host=127.0.0.1 port={tls_server['port']} user=postgres dbname=postgres sslmode=verify-ca sslrootcert={ca}",
+    ):
+        async with Client(sandbox({"dsn": dsn}, tmp_path), mode="legacy", cache=None) as client:
+            result = await sql(client, TLS_QUERY)
+            assert not result.is_error, result.content[0].text
+            assert result.structured_content["rows"] == [{"ssl": True, "version": "TLSv1.3"}], dsn
+    # Without the CA the server's certificate is not trusted: no connection, and the
+    # operator is told why on stderr.
+    log = tmp_path / "untrusted.log"
+    with open(log, "w") as errlog:
+        from mcp.client.stdio import stdio_client
+        from mcp import ClientSession
+        async with stdio_client(sandbox({"dsn": f"{url}?sslmode=require"}, tmp_path), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                with pytest.raises(MCPError) as failed:
+                    await session.call_tool("read_only_sql", {"query": TLS_QUERY})
+                assert failed.value.error.code == -32603
+    assert "certificate" in log.read_text().lower(), log.read_text()
+
+
+def test_an_unreadable_sslrootcert_stops_the_start_with_a_clear_error(tmp_path):
+    env = {**os.environ, "MCP_SQL_DSN": "postgresql://u:topsecret@127.0.0.1/app?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem"}
+    done = subprocess.run([relay_binary(), "sandbox", "--root", str(tmp_path)], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "sslrootcert '/nonexistent/ca.pem' cannot be read" in done.stderr, done.stderr
+    assert "topsecret" not in done.stderr + done.stdout

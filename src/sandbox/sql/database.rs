@@ -1,6 +1,6 @@
 //! The database `read_only_sql` asks: a few pooled connections (`--sql-connections`), each
 //! opened with `default_transaction_read_only = on`, TLS as the DSN's `sslmode` says
-//! (rustls, the system's roots). Every query runs inside `BEGIN READ ONLY` with a
+//! (rustls, the system's roots and the DSN's `sslrootcert`). Every query runs inside `BEGIN READ ONLY` with a
 //! transaction-local `statement_timeout` and is always rolled back. Errors are sorted by
 //! SQLSTATE into what the caller can act on; the DSN never appears in any of them.
 //! Synchronous: the sandbox runs its tools on blocking threads.
@@ -71,13 +71,24 @@ struct Pool {
 impl Database {
     /// Reads the DSN (nothing is connected yet). Its text never reaches an error.
     pub fn new(settings: &DatabaseConfig) -> Result<Self, String> {
-        let mut config = postgres::Config::from_str(settings.dsn.expose()).map_err(|_| {
-            "--sql-dsn / MCP_SQL_DSN is not a PostgreSQL connection string; e.g. postgresql://mcp_reader@db.internal:5432/app?sslmode=verify-full".to_owned()
+        let dsn = super::dsn::read(settings.dsn.expose());
+        let mut config = postgres::Config::from_str(&dsn.text).map_err(|_| {
+            "--sql-dsn / MCP_SQL_DSN is not a PostgreSQL connection string this program reads; e.g. postgresql://mcp_reader@db.internal:5432/app?sslmode=verify-full (sslmode: disable, prefer, require, verify-ca or verify-full; sslrootcert: a PEM file)".to_owned()
         })?;
         // Every session reads only, whatever the role's own default.
         config.options("-c default_transaction_read_only=on");
         config.application_name("mcp-stdio read_only_sql");
-        let tls = crate::http::client::tls_config(true, &[])?;
+        let roots = match &dsn.root_cert {
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("sslrootcert '{}' cannot be read: {e}", path.display()))?;
+                crate::http::client::parse_extra_roots(&pem).map_err(|e| {
+                    e.replace("--ca-cert", &format!("sslrootcert '{}'", path.display()))
+                })?
+            }
+            None => Vec::new(),
+        };
+        let tls = crate::http::client::tls_config(true, &roots)?;
         Ok(Database {
             config,
             tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls),
