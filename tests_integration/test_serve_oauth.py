@@ -117,7 +117,8 @@ async def test_our_relay_logs_in_refreshes_logs_out_and_logs_in_again(tmp_path):
         assert second.returncode == 0, second.stderr
         assert second.stdout.strip() != first.stdout.strip()
         probe = urllib.request.Request(url, data=b"{}", headers={"Authorization": f"Bearer {second.stdout.strip()}",
-                                                                "Content-Type": "application/json"})
+                                                                "Content-Type": "application/json",
+                                                                "Accept": "application/json, text/event-stream"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(probe, timeout=10)
         assert refused.value.code == 400, "the token is accepted (the body is the problem)"

@@ -14,6 +14,7 @@ mod jwks;
 mod ladder;
 mod legacy;
 mod listen;
+mod media;
 mod metrics;
 mod modern;
 mod params;

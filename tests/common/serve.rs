@@ -171,11 +171,25 @@ impl Serve {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Answer {
+        let mut all = vec![
+            ("content-type", content_type),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        all.extend_from_slice(headers);
+        self.send_exactly(method, path, &all, body).await
+    }
+
+    /// A request with these headers and no others (the strict request checks).
+    pub async fn send_exactly(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let mut request = http::Request::builder()
             .method(method)
-            .uri(format!("http://127.0.0.1:{}{path}", self.port))
-            .header("content-type", content_type)
-            .header("accept", "application/json, text/event-stream");
+            .uri(format!("http://127.0.0.1:{}{path}", self.port));
         for (k, v) in headers {
             request = request.header(*k, *v);
         }

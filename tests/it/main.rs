@@ -26,3 +26,4 @@ mod serve_cluster;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;
+mod serve_strict;

@@ -23,7 +23,7 @@ use super::http::{header, json, json_error, text, too_large};
 use super::legacy::SESSION_ID;
 use super::replica::{self, Forward, Purpose};
 use crate::era::envelope;
-use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
+use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
 use crate::jsonrpc::message;
 
 mod caller;
@@ -126,6 +126,27 @@ async fn endpoint(
     let started = Instant::now();
     let method = request.method().clone();
     let config = &gateway.config;
+    // What a POST says it is and accepts, before its body is read (a forwarded one was
+    // checked by the replica that sent it).
+    if method == Method::POST
+        && introduced.is_none()
+        && let Err(refused) = super::media::check_post(request.headers())
+    {
+        let (status, why) = match refused {
+            super::media::Refused::ContentType(why) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Unsupported Media Type: {why}"),
+            ),
+            super::media::Refused::Accept(why) => {
+                (StatusCode::NOT_ACCEPTABLE, format!("Not Acceptable: {why}"))
+            }
+        };
+        let response = json_error(status, "null", UPSTREAM_ERROR, &why);
+        gateway
+            .metrics
+            .observe("POST", response.status().as_u16(), started.elapsed());
+        return response;
+    }
     if introduced.is_none()
         && let Some(owner) = session_elsewhere(gateway, request.headers())
     {
