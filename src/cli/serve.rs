@@ -52,6 +52,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_sessions: u64,
 
+    /// Children kept started and waiting, so a new session (or a new user's backend) does
+    /// not wait for a process to start; they count against --max-sessions (0: none).
+    #[arg(long, value_name = "N", default_value = "2", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    spare_children: u64,
+
     /// Most sessions one authenticated principal may hold at once (its pooled child
     /// included), so one user cannot take every --max-sessions slot.
     #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -326,6 +331,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             trusted_proxies,
         },
         max_sessions: args.max_sessions as usize,
+        spare_children: args.spare_children as usize,
         max_sessions_per_principal: args.max_sessions_per_principal as usize,
         session_idle_ttl: ttl,
         max_message_size: args.max_message_size as usize,

@@ -3,6 +3,7 @@
 //! with the session's name on each line. Ending it closes stdin, then signals the group.
 
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,6 +27,8 @@ pub struct Child {
     /// Closes the child's stdin even while senders remain (the session holds one).
     close_stdin: tokio_util::sync::CancellationToken,
     process: Box<dyn ChildWrapper>,
+    /// The name its stderr lines carry: a spare's changes when a session adopts it.
+    name: Arc<Mutex<String>>,
 }
 
 impl Child {
@@ -94,11 +97,13 @@ impl Child {
             }
         });
 
-        let name = name.to_owned();
+        let name = Arc::new(Mutex::new(name.to_owned()));
+        let named = name.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(session = %name, "child: {line}");
+                let session = named.lock().expect("name lock").clone();
+                tracing::info!(%session, "child: {line}");
             }
         });
 
@@ -106,7 +111,18 @@ impl Child {
             stdin: stdin_tx,
             close_stdin,
             process,
+            name,
         })
+    }
+
+    /// Names the child after the session that adopted it (its stderr lines say so).
+    pub fn rename(&self, name: &str) {
+        *self.name.lock().expect("name lock") = name.to_owned();
+    }
+
+    /// Whether it has exited (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.process.try_wait(), Ok(None))
     }
 
     pub fn id(&self) -> Option<u32> {

@@ -79,7 +79,8 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    pub fn render(&self, sessions: usize, children: usize) -> String {
+    pub fn render(&self, sessions: usize, spares: usize) -> String {
+        let children = sessions + spares;
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -88,6 +89,10 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_children Running child processes.\n# TYPE mcp_stdio_children gauge\nmcp_stdio_children {children}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_spare_children Children started and waiting for a session (--spare-children).\n# TYPE mcp_stdio_spare_children gauge\nmcp_stdio_spare_children {spares}"
         );
         let _ = writeln!(
             out,
@@ -166,7 +171,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.observe("tools/call", 200, Duration::from_millis(3));
         metrics.observe("bad\"label", 400, Duration::from_millis(30));
-        let text = metrics.render(2, 2);
+        let text = metrics.render(2, 0);
         assert!(text.contains("mcp_stdio_sessions 2"));
         assert!(text.contains(r#"mcp_stdio_requests_total{method="tools/call",status="200"} 1"#));
         assert!(text.contains(r#"mcp_stdio_requests_total{method="other",status="400"} 1"#));

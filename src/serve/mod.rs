@@ -23,6 +23,7 @@ mod remembered;
 mod replica;
 mod session;
 mod sessions;
+mod spares;
 mod tool_cache;
 
 use std::net::SocketAddr;
@@ -56,6 +57,9 @@ pub struct ServeConfig {
     pub public_url: Option<url::Url>,
     pub guards: Guards,
     pub max_sessions: usize,
+    /// `--spare-children`: children kept started for the next sessions (within
+    /// `--max-sessions`).
+    pub spare_children: usize,
     /// `--max-sessions-per-principal`: sessions one authenticated principal may hold.
     pub max_sessions_per_principal: usize,
     /// `None`: sessions never expire for idleness.
@@ -92,6 +96,8 @@ pub struct ServeConfig {
 pub struct Gateway {
     pub config: ServeConfig,
     pub sessions: Sessions,
+    /// Children started ahead for the next sessions.
+    pub spares: spares::Spares,
     /// Backends of 2026-07-28 clients, by principal.
     pub pool: pool::Pool,
     pub metrics: metrics::Metrics,
@@ -225,6 +231,7 @@ pub async fn run(config: ServeConfig) -> i32 {
                 .then_some(config.max_sessions_per_principal),
         ),
         pool: pool::Pool::default(),
+        spares: spares::Spares::new(config.spare_children),
         config,
         metrics: metrics::Metrics::default(),
         closing: CancellationToken::new(),
@@ -234,6 +241,7 @@ pub async fn run(config: ServeConfig) -> i32 {
         parked,
     });
     let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
+    let keeper = tokio::spawn(spares::Spares::keep(gateway.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let header_timeout = gateway.config.header_read_timeout;
     let mut signals = std::pin::pin!(crate::shutdown::signal());
@@ -308,6 +316,9 @@ pub async fn run(config: ServeConfig) -> i32 {
         housekeeping.cancel();
     }
     gateway.sessions.end_all(&gateway).await;
+    // The keeper saw `closing` and ends the spares; wait for them (bounded like sessions).
+    let bound = gateway.config.child_grace * 2 + Duration::from_secs(1);
+    let _ = tokio::time::timeout(bound, keeper).await;
     0
 }
 

@@ -103,15 +103,27 @@ impl Sessions {
             Some(cluster) => cluster.session_id(&new_session_id()),
             None => new_session_id(),
         };
-        let (output_tx, mut output_rx) = mpsc::channel(256);
-        let mut child = Child::spawn(
-            &config.command,
-            &short(&id),
-            config.max_message_size,
-            config.child_queue,
-            output_tx,
-        )
-        .map_err(|e| Refused::Spawn(format!("cannot start `{}`: {e}", config.command[0])))?;
+        // A warm spare when there is one (already loaded, nothing said to it yet).
+        let (mut child, mut output_rx, warm) = match gateway.spares.take() {
+            Some(spare) => {
+                spare.child.rename(&short(&id));
+                (spare.child, spare.output, true)
+            }
+            None => {
+                let (output_tx, output_rx) = mpsc::channel(256);
+                let child = Child::spawn(
+                    &config.command,
+                    &short(&id),
+                    config.max_message_size,
+                    config.child_queue,
+                    output_tx,
+                )
+                .map_err(|e| {
+                    Refused::Spawn(format!("cannot start `{}`: {e}", config.command[0]))
+                })?;
+                (child, output_rx, false)
+            }
+        };
         let session = Arc::new(Session::new(
             id.clone(),
             principal,
@@ -126,7 +138,7 @@ impl Sessions {
             .metrics
             .sessions_created
             .fetch_add(1, Ordering::Relaxed);
-        tracing::info!(session = %short(&id), pid = child.id().unwrap_or(0), "session started");
+        tracing::info!(session = %short(&id), pid = child.id().unwrap_or(0), warm, "session started");
 
         // The child's output, routed as it comes.
         let router = session.clone();
@@ -166,6 +178,7 @@ impl Sessions {
                 }
             }
             gateway.sessions.remove(&supervised.id);
+            gateway.spares.room();
         });
         Ok(session)
     }

@@ -26,4 +26,5 @@ mod serve_cluster;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;
+mod serve_spares;
 mod serve_strict;

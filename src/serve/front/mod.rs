@@ -91,7 +91,7 @@ pub async fn handle(
         }
         let body = gateway
             .metrics
-            .render(gateway.sessions.count(), gateway.sessions.count());
+            .render(gateway.sessions.count(), gateway.spares.count());
         return Response::builder()
             .header(CONTENT_TYPE, "text/plain; version=0.0.4")
             .body(Body::from(body))
