@@ -70,7 +70,12 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn next_item(&mut self) -> Option<Item<'a>> {
-        self.rest = self.rest.trim_start_matches([' ', '\t', ',']);
+        // One class of separators for skipping and for ending a token: with fewer here
+        // than there (a `\r` ends a token but was not skipped), an empty token never moved
+        // the parser on, and the loop never ended (found by the `oauth_parsers` fuzz target).
+        self.rest = self
+            .rest
+            .trim_start_matches(|c: char| c == ',' || c.is_ascii_whitespace());
         if self.rest.is_empty() {
             return None;
         }
@@ -78,13 +83,18 @@ impl<'a> Parser<'a> {
             .rest
             .find(|c: char| c == '=' || c == ',' || c.is_ascii_whitespace())
             .unwrap_or(self.rest.len());
+        if end == 0 {
+            // A `=` with no name before it: not a token; step over it.
+            self.rest = &self.rest[1..];
+            return self.next_item();
+        }
         let token = &self.rest[..end];
-        let after = self.rest[end..].trim_start_matches([' ', '\t']);
+        let after = self.rest[end..].trim_start_matches(|c: char| c.is_ascii_whitespace());
         // `token=` is a parameter, unless it is the `=` padding of a token68.
         if let Some(value_part) = after.strip_prefix('=')
             && !value_part.starts_with('=')
         {
-            let value_part = value_part.trim_start_matches([' ', '\t']);
+            let value_part = value_part.trim_start_matches(|c: char| c.is_ascii_whitespace());
             let (value, rest) = match value_part.strip_prefix('"') {
                 Some(quoted) => read_quoted(quoted),
                 None => {
@@ -121,6 +131,24 @@ fn read_quoted(input: &str) -> (String, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_header_ends_even_with_odd_whitespace_or_a_bare_equals_sign() {
+        // Fuzz finds (`fuzz/regressions/oauth_parsers/`): each looped forever.
+        for header in [
+            "\r,$",
+            "\x0c",
+            "\n\n",
+            "=",
+            "==,=",
+            " = x",
+            "Bearer \r scope=a",
+        ] {
+            let _ = bearer([header]);
+        }
+        let c = bearer(["\x0cBearer\rscope=\x0cfiles:read"]).unwrap();
+        assert_eq!(c.scopes(), ["files:read"]);
+    }
 
     #[test]
     fn reads_the_spec_examples() {
