@@ -80,7 +80,11 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
             sql.version.get_or_init(|| version).clone()
         }
     };
-    let table = rows::table(&answer.columns, answer.rows, sql.max_bytes);
+    // The LIMIT bounds what the database sends; this bounds what we return whatever it sent.
+    let mut answer_rows = answer.rows;
+    let over_limit = answer_rows.len() as u64 > checked.limit;
+    answer_rows.truncate(usize::try_from(checked.limit).unwrap_or(usize::MAX));
+    let table = rows::table(&answer.columns, answer_rows, sql.max_bytes);
     let row_count = table.rows.len();
     let text = table
         .rows
@@ -88,7 +92,7 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
         .map(Value::to_string)
         .collect::<Vec<_>>()
         .join("\n");
-    let truncated = table.truncated || row_count as u64 >= checked.limit;
+    let truncated = table.truncated || over_limit || row_count as u64 >= checked.limit;
     Ok(Output {
         text,
         structured: json!({

@@ -261,3 +261,46 @@ fn what_runs_passes_the_policy_again() {
         assert_eq!(check(&once.sql, MAX).unwrap(), once, "{sql}");
     }
 }
+
+#[test]
+fn an_operator_that_postgresql_would_cut_at_a_comment_is_refused() {
+    // Fuzz find (fuzz/regressions/sql_policy/): sqlparser took `~|--Hb` for one operator
+    // and appended the LIMIT after it, where PostgreSQL would read a comment.
+    for sql in [
+        "SELECT ~\nSELECT ~|--Hb%HO|b",
+        "SELECT 1 ~|-- 2",
+        "SELECT a FROM t WHERE a @@-- x",
+        "SELECT 1 <->/* x */ 2",
+    ] {
+        assert!(
+            matches!(
+                check(sql, 10),
+                Err(Refusal::Violation(_)) | Err(Refusal::Invalid(_))
+            ),
+            "{sql}"
+        );
+    }
+    assert!(
+        check("SELECT 1 - -1", 10).is_ok(),
+        "minus minus with a space is arithmetic"
+    );
+}
+
+#[test]
+fn optimizer_hints_are_comments_and_are_dropped() {
+    // Fuzz find (fuzz/regressions/sql_policy/): sqlparser keeps `SELECT --+hint` and
+    // `SELECT /*+ hint */` as optimizer hints and prints them back; to PostgreSQL they
+    // are comments, and what runs has none.
+    for sql in [
+        "SELECT--+T-\u{b}",
+        "SELECT --+ full(t)\n a FROM t",
+        "SELECT /*+ x */ 1 UNION SELECT /*+ y */ 2",
+    ] {
+        let checked = check(sql, 5).unwrap();
+        assert!(
+            !checked.sql.contains("--") && !checked.sql.contains("/*"),
+            "{sql:?}: {}",
+            checked.sql
+        );
+    }
+}
