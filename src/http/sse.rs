@@ -47,18 +47,25 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, SseError>> + Send
 /// completed, so it bounds each event (plus at most one read) and never accumulates over
 /// a long-lived stream.
 pub fn events(response: Response, max_event: usize) -> EventStream {
+    decode(response.bytes_stream(), max_event)
+}
+
+/// Decodes a body given as its chunks (what `events` does to a response; the fuzz target
+/// feeds it directly).
+pub fn decode(
+    chunks: impl Stream<Item = Result<Bytes, HttpError>> + Send + 'static,
+    max_event: usize,
+) -> EventStream {
     let since_last_event = Arc::new(AtomicUsize::new(0));
     let counter = since_last_event.clone();
-    let bytes = response
-        .bytes_stream()
-        .map(move |chunk| -> Result<Bytes, ByteError> {
-            let chunk = chunk.map_err(|e| ByteError(describe_body_error(&e)))?;
-            let seen = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if seen > max_event.saturating_add(64 * 1024) {
-                return Err(ByteError(SseError::TooLarge(max_event).to_string()));
-            }
-            Ok(chunk)
-        });
+    let bytes = chunks.map(move |chunk| -> Result<Bytes, ByteError> {
+        let chunk = chunk.map_err(|e| ByteError(describe_body_error(&e)))?;
+        let seen = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+        if seen > max_event.saturating_add(64 * 1024) {
+            return Err(ByteError(SseError::TooLarge(max_event).to_string()));
+        }
+        Ok(chunk)
+    });
     let stream = SseByteStream::new(bytes).map(move |item| match item {
         Ok(sse) => {
             since_last_event.store(0, Ordering::Relaxed);

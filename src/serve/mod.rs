@@ -11,7 +11,7 @@ mod front;
 pub mod guard;
 mod http;
 mod jwks;
-mod ladder;
+pub mod ladder;
 mod legacy;
 mod listen;
 mod media;
