@@ -221,6 +221,17 @@ impl Serve {
             .await
     }
 
+    /// A gauge or counter from `/metrics`.
+    pub async fn gauge(&self, name: &str) -> u64 {
+        let metrics = self.send("GET", "/metrics", &[], "").await;
+        metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {}", metrics.body))
+    }
+
     pub async fn initialize(&self) -> String {
         let answer = self.send("POST", "/mcp", &[], &initialize_body()).await;
         assert_eq!(answer.status, 200, "{}", answer.body);

@@ -9,21 +9,10 @@ use serde_json::json;
 use crate::common::DEADLINE;
 use crate::common::serve::{Serve, alive, wait_dead};
 
-/// A gauge from `/metrics`.
-async fn gauge(serve: &Serve, name: &str) -> u64 {
-    let metrics = serve.send("GET", "/metrics", &[], "").await;
-    metrics
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {}", metrics.body))
-}
-
 /// Waits (with the deadline) until `/metrics` shows `n` spares.
 async fn wait_spares(serve: &Serve, n: u64) {
     let start = Instant::now();
-    while gauge(serve, "mcp_stdio_spare_children").await != n {
+    while serve.gauge("mcp_stdio_spare_children").await != n {
         assert!(
             start.elapsed() < DEADLINE,
             "never {n} spares: {}",
@@ -132,8 +121,8 @@ async fn spares_count_against_max_sessions() {
     wait_spares(&serve, 2).await; // 1 session + 2 spares = 3
     serve.initialize().await; // takes a spare; 2 + 1 = 3: no room for another
     serve.initialize().await; // takes the last; 3 + 0
-    assert_eq!(gauge(&serve, "mcp_stdio_spare_children").await, 0);
-    assert_eq!(gauge(&serve, "mcp_stdio_children").await, 3);
+    assert_eq!(serve.gauge("mcp_stdio_spare_children").await, 0);
+    assert_eq!(serve.gauge("mcp_stdio_children").await, 3);
     let full = serve
         .send(
             "POST",
@@ -164,6 +153,6 @@ async fn zero_spares_means_none() {
     let serve = Serve::start(&["--spare-children", "0"]).await;
     serve.initialize().await;
     assert!(!last_session(&serve.stderr()).1, "a cold start");
-    assert_eq!(gauge(&serve, "mcp_stdio_spare_children").await, 0);
+    assert_eq!(serve.gauge("mcp_stdio_spare_children").await, 0);
     assert!(spare_pids(&serve.stderr()).is_empty());
 }

@@ -8,16 +8,6 @@ use crate::common::serve::{Serve, initialize_body};
 
 const BOTH: &str = "application/json, text/event-stream";
 
-async fn sessions(serve: &Serve) -> String {
-    let metrics = serve.send("GET", "/metrics", &[], "").await;
-    metrics
-        .body
-        .lines()
-        .find(|l| l.starts_with("mcp_stdio_sessions "))
-        .unwrap_or_default()
-        .to_owned()
-}
-
 fn refused(answer: &crate::common::serve::Answer, status: u16, says: &str, case: &str) {
     assert_eq!(answer.status, status, "{case}: {}", answer.body);
     assert!(
@@ -43,7 +33,7 @@ async fn a_post_must_be_json_and_accept_both_answers() {
         )
         .await;
     assert_eq!(fine.status, 200, "{}", fine.body);
-    assert_eq!(sessions(&serve).await, "mcp_stdio_sessions 1");
+    assert_eq!(serve.gauge("mcp_stdio_sessions").await, 1);
 
     for content_type in [
         None,
@@ -98,8 +88,8 @@ async fn a_post_must_be_json_and_accept_both_answers() {
         .await;
     refused(&answer, 415, "Content-Type", "2026-07-28, text/plain");
     assert_eq!(
-        sessions(&serve).await,
-        "mcp_stdio_sessions 1",
+        serve.gauge("mcp_stdio_sessions").await,
+        1,
         "no refused request opened a session"
     );
 
