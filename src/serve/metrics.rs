@@ -10,6 +10,14 @@ use std::time::Duration;
 /// Histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0];
 
+/// The gauges read off the gateway's state when `/metrics` is asked for.
+#[derive(Clone, Copy)]
+pub struct Gauges {
+    pub sessions: usize,
+    pub spares: usize,
+    pub pending_requests: usize,
+}
+
 #[derive(Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(String, u16), u64>>,
@@ -79,7 +87,12 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    pub fn render(&self, sessions: usize, spares: usize) -> String {
+    pub fn render(&self, gauges: &Gauges) -> String {
+        let Gauges {
+            sessions,
+            spares,
+            pending_requests,
+        } = *gauges;
         let children = sessions + spares;
         let mut out = String::new();
         let _ = writeln!(
@@ -93,6 +106,19 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_spare_children Children started and waiting for a session (--spare-children).\n# TYPE mcp_stdio_spare_children gauge\nmcp_stdio_spare_children {spares}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_pending_requests Requests sent to children and not yet answered.\n# TYPE mcp_stdio_pending_requests gauge\nmcp_stdio_pending_requests {pending_requests}"
+        );
+        // Tokio's count of live tasks: a leak check (a request, stream or session that never
+        // ends leaves its task behind), read by the fault suite's churn test.
+        let tasks = tokio::runtime::Handle::try_current()
+            .map(|runtime| runtime.metrics().num_alive_tasks())
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_tasks Live asynchronous tasks in the process.\n# TYPE mcp_stdio_tasks gauge\nmcp_stdio_tasks {tasks}"
         );
         let _ = writeln!(
             out,
@@ -171,8 +197,13 @@ mod tests {
         let metrics = Metrics::default();
         metrics.observe("tools/call", 200, Duration::from_millis(3));
         metrics.observe("bad\"label", 400, Duration::from_millis(30));
-        let text = metrics.render(2, 0);
+        let text = metrics.render(&Gauges {
+            sessions: 2,
+            spares: 0,
+            pending_requests: 1,
+        });
         assert!(text.contains("mcp_stdio_sessions 2"));
+        assert!(text.contains("mcp_stdio_pending_requests 1"));
         assert!(text.contains(r#"mcp_stdio_requests_total{method="tools/call",status="200"} 1"#));
         assert!(text.contains(r#"mcp_stdio_requests_total{method="other",status="400"} 1"#));
         assert!(text.contains(r#"mcp_stdio_request_duration_seconds_bucket{le="0.005"} 1"#));

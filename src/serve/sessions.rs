@@ -49,6 +49,16 @@ impl Sessions {
         self.map.lock().expect("sessions lock").len()
     }
 
+    /// Requests sent to children and not yet answered, over every session.
+    pub fn pending_requests(&self) -> usize {
+        self.map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .map(|s| s.pending_count())
+            .sum()
+    }
+
     /// Open sessions of handshake-era clients (the pool's children not counted).
     pub fn count_unpooled(&self) -> usize {
         self.map

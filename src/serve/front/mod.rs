@@ -21,6 +21,7 @@ use super::Gateway;
 use super::cluster::{Introduction, Owner, PEER_HEADER};
 use super::http::{header, json, json_error, text, too_large};
 use super::legacy::SESSION_ID;
+use super::metrics::Gauges;
 use super::replica::{self, Forward, Purpose};
 use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
@@ -89,9 +90,11 @@ pub async fn handle(
         if let Err(refused) = authorize(&gateway, peer, request.headers()).await {
             return *refused;
         }
-        let body = gateway
-            .metrics
-            .render(gateway.sessions.count(), gateway.spares.count());
+        let body = gateway.metrics.render(&Gauges {
+            sessions: gateway.sessions.count(),
+            spares: gateway.spares.count(),
+            pending_requests: gateway.sessions.pending_requests(),
+        });
         return Response::builder()
             .header(CONTENT_TYPE, "text/plain; version=0.0.4")
             .body(Body::from(body))
