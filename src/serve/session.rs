@@ -99,6 +99,10 @@ pub struct Session {
     pub ended: CancellationToken,
     pub created: Instant,
     dropped_events: AtomicU64,
+    /// Lines from the child that were not JSON-RPC or were too long, so the log can say so
+    /// without a line of its own for each (a server that prints its debug output to stdout
+    /// would flood it).
+    skipped_lines: AtomicU64,
     /// A pooled backend for 2026-07-28 clients: never reachable by a session id.
     pub pooled: bool,
     /// A pooled backend's list-changed and resource-updated notifications, for the
@@ -134,6 +138,7 @@ impl Session {
             ended: CancellationToken::new(),
             created: Instant::now(),
             dropped_events: AtomicU64::new(0),
+            skipped_lines: AtomicU64::new(0),
             pooled,
             // `--replay-buffer` bounds what a slow listen may fall behind, as it bounds
             // what a GET stream can replay; a listen further behind is ended to resync.
@@ -239,6 +244,14 @@ impl Session {
         }
     }
 
+    /// Counts a skipped line, and logs the first few and then each power of ten.
+    fn skipped(&self, what: &str) {
+        let n = self.skipped_lines.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= 3 || is_power_of_ten(n) {
+            tracing::warn!(session = %self.id, skipped = n, "the server wrote {what} on stdout; skipped ({n} so far)");
+        }
+    }
+
     pub fn forget(&self, id: &IdKey) {
         self.pending.lock().expect("session lock").remove(id);
     }
@@ -248,7 +261,7 @@ impl Session {
         let line = match output {
             Output::Line(line) => line,
             Output::TooLong => {
-                tracing::warn!(session = %self.id, "the server wrote a message over --max-message-size; skipped");
+                self.skipped("a message over --max-message-size");
                 return;
             }
         };
@@ -258,8 +271,8 @@ impl Session {
         let line = line.slice_ref(content);
         let parsed = match message::parse(&line) {
             Ok(parsed) => parsed,
-            Err(problem) => {
-                tracing::warn!(session = %self.id, ?problem, "the server wrote a line that is not JSON-RPC; skipped");
+            Err(_) => {
+                self.skipped("a line that is not JSON-RPC");
                 return;
             }
         };
@@ -422,6 +435,13 @@ impl Session {
     pub fn pending_count(&self) -> usize {
         self.pending.lock().expect("session lock").len()
     }
+}
+
+fn is_power_of_ten(mut n: u64) -> bool {
+    while n >= 10 && n.is_multiple_of(10) {
+        n /= 10;
+    }
+    n == 1
 }
 
 fn send_all(waiters: &[mpsc::Sender<Event>], event: Event) {
