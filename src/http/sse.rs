@@ -91,7 +91,7 @@ pub fn decode(
 /// Names a body read failure the way a user can act on it.
 pub fn describe_body_error(e: &HttpError) -> String {
     if e.is_timeout() {
-        "the upstream sent nothing for longer than the read timeout".into()
+        "the upstream sent nothing for longer than the read timeout (--timeout-read; --sse-read-timeout on a long-lived stream)".into()
     } else {
         format!("the connection to the upstream broke ({})", root_cause(e))
     }
