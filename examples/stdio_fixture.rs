@@ -98,6 +98,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             {"name": "crash", "inputSchema": {"type": "object"}},
             {"name": "grandchild", "inputSchema": {"type": "object"}},
             {"name": "whoami", "inputSchema": {"type": "object"}},
+            {"name": "noise", "inputSchema": {"type": "object"}},
             {"name": "meta", "inputSchema": {"type": "object"}},
             {"name": "region", "inputSchema": {"type": "object", "properties": {
                 "region": {"type": "string", "x-mcp-header": "Region"}}}}
@@ -159,6 +160,26 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                     text(child.id().to_string())
                 }
                 "whoami" => text(std::process::id().to_string()),
+                // Noise on the protocol stream before the answer: `lines` lines that are not
+                // JSON-RPC, or one line of `bytes` bytes (a log dump, a binary blob).
+                "noise" => {
+                    let mut out = out.lock().unwrap();
+                    if let Some(bytes) = arguments["bytes"].as_u64() {
+                        let chunk = vec![b'x'; 1 << 20];
+                        let mut left = bytes as usize;
+                        while left > 0 {
+                            let n = left.min(chunk.len());
+                            out.write_all(&chunk[..n]).unwrap();
+                            left -= n;
+                        }
+                        out.write_all(b"\n").unwrap();
+                    }
+                    for n in 0..arguments["lines"].as_u64().unwrap_or(0) {
+                        writeln!(out, "DEBUG not json {n} {{oops").unwrap();
+                    }
+                    out.flush().unwrap();
+                    text("after the noise".into())
+                }
                 // The envelope as the server received it.
                 "meta" => text(
                     params["_meta"]["io.modelcontextprotocol/protocolVersion"]

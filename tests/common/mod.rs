@@ -124,6 +124,17 @@ pub enum Reply {
     Abort,
     /// Wait, then answer.
     Delayed(Arc<Notify>, Box<Reply>),
+    /// An SSE body written as the test feeds it raw event text; it ends when the sender is
+    /// dropped.
+    Feed(tokio::sync::mpsc::UnboundedReceiver<String>),
+}
+
+/// One SSE event's text: `id:` when given, then the message as `data:`.
+pub fn sse_text(id: Option<&str>, message: &Value) -> String {
+    match id {
+        Some(id) => format!("id: {id}\ndata: {message}\n\n"),
+        None => format!("data: {message}\n\n"),
+    }
 }
 
 pub fn json_reply(body: Value) -> Reply {
@@ -275,9 +286,10 @@ fn respond(
                 body,
                 headers,
             } => {
-                let mut response = Response::builder()
-                    .status(status)
-                    .header("content-type", "application/json");
+                let mut response = Response::builder().status(status);
+                if !headers.iter().any(|(name, _)| *name == "content-type") {
+                    response = response.header("content-type", "application/json");
+                }
                 for (name, value) in headers {
                     response = response.header(name, value);
                 }
@@ -290,6 +302,17 @@ fn respond(
             Reply::Delayed(go, reply) => {
                 go.notified().await;
                 respond(*reply, dropped, changed).await
+            }
+            Reply::Feed(events) => {
+                let stream = futures_util::stream::unfold(events, |mut events| async move {
+                    let text = events.recv().await?;
+                    Some((Ok::<Bytes, std::io::Error>(Bytes::from(text)), events))
+                });
+                Response::builder()
+                    .status(200)
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
             }
             Reply::Abort => {
                 let stream = futures_util::stream::once(async {

@@ -6,6 +6,8 @@
 mod common;
 
 mod cli;
+mod faults_relay;
+mod faults_serve;
 mod keyring;
 mod layers;
 mod oauth;
