@@ -11,6 +11,7 @@ mod faults_serve;
 mod keyring;
 mod layers;
 mod oauth;
+mod relay_answers;
 mod relay_cancel;
 mod relay_eras;
 mod relay_http;
