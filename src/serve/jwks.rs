@@ -27,8 +27,9 @@ pub struct Key {
     pub algorithms: Vec<Algorithm>,
 }
 
+/// A JWKS document's usable keys, by key id.
 #[derive(Default)]
-struct KeySet {
+pub struct KeySet {
     by_kid: HashMap<String, Arc<Key>>,
     /// Keys without a `kid`, tried for tokens without one.
     unnamed: Vec<Arc<Key>>,
@@ -94,10 +95,7 @@ impl Keys {
 
     fn lookup(&self, kid: Option<&str>) -> Option<Vec<Arc<Key>>> {
         let set = self.current.read().expect("keys lock").clone();
-        match kid {
-            Some(kid) => set.by_kid.get(kid).map(|key| vec![key.clone()]),
-            None => (!set.unnamed.is_empty()).then(|| set.unnamed.clone()),
-        }
+        set.lookup(kid)
     }
 
     async fn fetch(&self) -> Result<KeySet, String> {
@@ -115,7 +113,7 @@ impl Keys {
                 fetched.status
             ));
         }
-        let set = parse_key_set(&fetched.body)?;
+        let set = KeySet::parse(&fetched.body)?;
         tracing::info!(
             keys = set.by_kid.len() + set.unnamed.len(),
             "fetched the authorization server's signing keys"
@@ -171,7 +169,21 @@ pub async fn server_metadata(
     ))
 }
 
-/// The usable signing keys of a JWKS document; keys that cannot be used are skipped.
+impl KeySet {
+    /// The usable signing keys of a JWKS document; keys that cannot be used are skipped.
+    pub fn parse(body: &[u8]) -> Result<KeySet, String> {
+        parse_key_set(body)
+    }
+
+    /// The key named `kid`, or for a token that names none, every key without a name.
+    pub fn lookup(&self, kid: Option<&str>) -> Option<Vec<Arc<Key>>> {
+        match kid {
+            Some(kid) => self.by_kid.get(kid).map(|key| vec![key.clone()]),
+            None => (!self.unnamed.is_empty()).then(|| self.unnamed.clone()),
+        }
+    }
+}
+
 fn parse_key_set(body: &[u8]) -> Result<KeySet, String> {
     #[derive(Deserialize)]
     struct Document {

@@ -10,7 +10,7 @@ pub mod cluster;
 mod front;
 pub mod guard;
 mod http;
-mod jwks;
+pub mod jwks;
 pub mod ladder;
 mod legacy;
 mod listen;

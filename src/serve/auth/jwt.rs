@@ -4,15 +4,16 @@
 //! `--oauth-scope` requires (`scope`, space-separated, or an `scp` array).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Validation, decode, decode_header};
+use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 
 use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
 use super::{Caller, Refused, ResourceServerConfig};
-use crate::serve::jwks::{Keys, Missing};
+use crate::serve::jwks::{Key, Keys, Missing};
 use crate::serve::remembered::{Remembered, digest};
 
 /// The longest an accepted token is taken on trust without checking it again.
@@ -39,13 +40,7 @@ pub struct Verifier {
 impl Verifier {
     pub fn new(config: ResourceServerConfig) -> Self {
         let issuer = config.issuer.as_str().to_owned();
-        // Checks that do not depend on the key; the algorithm is set per key.
-        let mut validation = Validation::new(jsonwebtoken::Algorithm::ES256);
-        validation.set_issuer(&[issuer.as_str(), issuer.trim_end_matches('/')]);
-        validation.set_audience(&[config.audience.as_str()]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.validate_nbf = true;
-        validation.leeway = config.leeway.as_secs();
+        let validation = claim_checks(&issuer, &config.audience, config.leeway);
         let introspector = config
             .introspection
             .map(|introspection| Introspector::new(introspection, config.http.clone()));
@@ -127,25 +122,10 @@ impl Verifier {
                     }
                 })
             })?;
-        let mut outcome = Outcome::WrongAlgorithm;
-        for key in keys {
-            if !key.algorithms.contains(&header.alg) {
-                continue;
-            }
-            let mut validation = self.validation.clone();
-            validation.algorithms = vec![header.alg];
-            match decode::<Claims>(token, &key.decoding, &validation) {
-                Ok(data) => {
-                    let exp = data.claims.exp;
-                    return self.authorized(data.claims).map(|caller| (caller, exp));
-                }
-                Err(e) => outcome = outcome_of(e.kind()),
-            }
-            if outcome != Outcome::BadSignature {
-                break; // the signature was good: the claims are what is wrong
-            }
-        }
-        Err(Refused::Invalid(outcome))
+        let claims =
+            signed_claims(token, header.alg, &keys, &self.validation).map_err(Refused::Invalid)?;
+        let exp = claims.exp;
+        self.authorized(claims).map(|caller| (caller, exp))
     }
 
     fn authorized(&self, claims: Claims) -> Result<Caller, Refused> {
@@ -167,6 +147,46 @@ impl Verifier {
             client_id: claims.client_id.or(claims.azp),
         })
     }
+}
+
+/// The checks of a token that do not depend on the key: `iss` (with or without a trailing
+/// slash), `aud`, the required claims, `exp` and `nbf` with `leeway`. The algorithm is set
+/// per key by `signed_claims`.
+pub fn claim_checks(issuer: &str, audience: &str, leeway: Duration) -> Validation {
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.set_issuer(&[issuer, issuer.trim_end_matches('/')]);
+    validation.set_audience(&[audience]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    validation.validate_nbf = true;
+    validation.leeway = leeway.as_secs();
+    validation
+}
+
+/// A JWT's claims, if one of `keys` whose type allows the header's algorithm `alg` verifies
+/// its signature and the claims pass `checks`. The algorithm a key may verify comes from the
+/// key, never from the token, so `none` and an HMAC keyed with a public key never pass.
+pub fn signed_claims(
+    token: &str,
+    alg: Algorithm,
+    keys: &[Arc<Key>],
+    checks: &Validation,
+) -> Result<Claims, Outcome> {
+    let mut outcome = Outcome::WrongAlgorithm;
+    for key in keys {
+        if !key.algorithms.contains(&alg) {
+            continue;
+        }
+        let mut validation = checks.clone();
+        validation.algorithms = vec![alg];
+        match decode::<Claims>(token, &key.decoding, &validation) {
+            Ok(data) => return Ok(data.claims),
+            Err(e) => outcome = outcome_of(e.kind()),
+        }
+        if outcome != Outcome::BadSignature {
+            break; // the signature was good: the claims are what is wrong
+        }
+    }
+    Err(outcome)
 }
 
 /// How long an accepted token with this `exp` is taken on trust: until it expires, at most

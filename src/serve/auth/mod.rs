@@ -6,9 +6,9 @@
 //! grants name the user. Every decision is one log line and one counter; no token is
 //! ever logged.
 
-mod claims;
+pub mod claims;
 mod introspect;
-mod jwt;
+pub mod jwt;
 
 use std::sync::Arc;
 use std::time::Duration;
