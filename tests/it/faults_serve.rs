@@ -54,22 +54,16 @@ impl Holdings {
     }
 }
 
-/// Processes whose parent is `pid`, from `/proc/*/stat`.
+/// Processes whose parent is `pid`: the kernel's list of each of its threads' children (a
+/// scan of `/proc/*/stat` can miss processes while others start and exit).
 fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
+    std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
-        .filter_map(|entry| {
-            let child: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
-            // The command name is in parentheses and may hold spaces: read after the last ')'.
-            let parent: u32 = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            (parent == pid).then_some(child)
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<u32>>()
         })
         .collect()
 }
