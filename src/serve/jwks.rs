@@ -172,7 +172,29 @@ pub async fn server_metadata(
 impl KeySet {
     /// The usable signing keys of a JWKS document; keys that cannot be used are skipped.
     pub fn parse(body: &[u8]) -> Result<KeySet, String> {
-        parse_key_set(body)
+        #[derive(Deserialize)]
+        struct Document {
+            keys: Vec<serde_json::Value>,
+        }
+        let document: Document = serde_json::from_slice(body)
+            .map_err(|e| format!("the authorization server's key set is not a JWKS ({e})"))?;
+        let mut set = KeySet::default();
+        for value in document.keys {
+            let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
+                continue;
+            };
+            let Some(key) = usable(&jwk) else {
+                continue;
+            };
+            let key = Arc::new(key);
+            match jwk.common.key_id {
+                Some(kid) => {
+                    set.by_kid.insert(kid, key);
+                }
+                None => set.unnamed.push(key),
+            }
+        }
+        Ok(set)
     }
 
     /// The key named `kid`, or for a token that names none, every key without a name.
@@ -182,32 +204,6 @@ impl KeySet {
             None => (!self.unnamed.is_empty()).then(|| self.unnamed.clone()),
         }
     }
-}
-
-fn parse_key_set(body: &[u8]) -> Result<KeySet, String> {
-    #[derive(Deserialize)]
-    struct Document {
-        keys: Vec<serde_json::Value>,
-    }
-    let document: Document = serde_json::from_slice(body)
-        .map_err(|e| format!("the authorization server's key set is not a JWKS ({e})"))?;
-    let mut set = KeySet::default();
-    for value in document.keys {
-        let Ok(jwk) = serde_json::from_value::<Jwk>(value) else {
-            continue;
-        };
-        let Some(key) = usable(&jwk) else {
-            continue;
-        };
-        let key = Arc::new(key);
-        match jwk.common.key_id {
-            Some(kid) => {
-                set.by_kid.insert(kid, key);
-            }
-            None => set.unnamed.push(key),
-        }
-    }
-    Ok(set)
 }
 
 /// A signing key with the algorithms its type allows (narrowed to its `alg` if it names
@@ -273,7 +269,7 @@ mod tests {
              "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
             {"kty": "nonsense"}
         ]});
-        let set = parse_key_set(body.to_string().as_bytes()).unwrap();
+        let set = KeySet::parse(body.to_string().as_bytes()).unwrap();
         let kids: Vec<&String> = set.by_kid.keys().collect();
         assert_eq!(kids, ["sig"]);
         assert_eq!(set.by_kid["sig"].algorithms, [Algorithm::ES256]);
