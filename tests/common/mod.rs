@@ -36,6 +36,27 @@ pub async fn wait_logged(log: impl Fn() -> String, needle: &str) {
     }
 }
 
+/// Waits (with the deadline) until `needles` occur in the text `log` returns at least `n`
+/// times between them.
+pub async fn wait_logged_count(log: impl Fn() -> String, needles: &[&str], n: usize) {
+    let start = Instant::now();
+    loop {
+        let text = log();
+        let seen: usize = needles
+            .iter()
+            .map(|needle| text.matches(needle).count())
+            .sum();
+        if seen >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "logged {needles:?} {seen} times, not {n}; stderr:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
 /// One request the fake upstream received.

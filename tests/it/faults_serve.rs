@@ -68,6 +68,35 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// POSTs `body` to `/mcp` on a connection of its own, which the caller can read and then
+/// drop to hang up mid-stream.
+async fn raw_post(
+    serve: &Serve,
+    headers: &[(String, String)],
+    body: &str,
+) -> tokio::net::TcpStream {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+        serve.port,
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head.push_str(body);
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", serve.port))
+        .await
+        .unwrap();
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket
+}
+
+/// The text of a tool call's first content block.
+fn text_of(answer: &Answer) -> Value {
+    answer.json()["result"]["content"][0]["text"].clone()
+}
+
 /// A field of `/proc/PID/status`, such as `VmHWM` (kB) or `SigIgn` (a hex mask).
 fn status_field(pid: u32, field: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -149,17 +178,9 @@ async fn a_legacy_client_that_disconnects_mid_stream_leaves_nothing_behind() {
     let baseline = Holdings::of(&serve).await;
     // `ask` streams a question to the client and waits for the answer; the client reads
     // the question and hangs up.
-    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", serve.port))
-        .await
-        .unwrap();
     let body =
         json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask"}}).to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{body}",
-        serve.port,
-        body.len()
-    );
-    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut socket = raw_post(&serve, &[("mcp-session-id".into(), session.clone())], &body).await;
     let mut seen = Vec::new();
     let question = tokio::time::timeout(DEADLINE, async {
         let mut buf = [0u8; 4096];
@@ -189,7 +210,7 @@ async fn a_legacy_client_that_disconnects_mid_stream_leaves_nothing_behind() {
     let echo = serve
         .call(&session, 8, "echo", json!({"text": "still here"}))
         .await;
-    assert_eq!(echo.json()["result"]["content"][0]["text"], "still here");
+    assert_eq!(text_of(&echo), "still here");
 }
 
 #[tokio::test]
@@ -212,20 +233,7 @@ async fn a_modern_client_that_disconnects_cancels_its_call_and_frees_it_at_once(
         json!({"name": "slow", "arguments": {"ms": 60000}}),
         Some("slow"),
     );
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
-        serve.port,
-        body.len()
-    );
-    for (name, value) in &headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    head.push_str(&body);
-    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", serve.port))
-        .await
-        .unwrap();
-    socket.write_all(head.as_bytes()).await.unwrap();
+    let socket = raw_post(&serve, &headers, &body).await;
     let start = Instant::now();
     while serve.gauge("mcp_stdio_pending_requests").await != 1 {
         assert!(
@@ -296,12 +304,7 @@ async fn a_child_that_floods_stdout_with_non_json_still_answers_and_the_log_stay
     let answer = serve
         .call(&session, 1, "noise", json!({"lines": 20000}))
         .await;
-    assert_eq!(
-        answer.json()["result"]["content"][0]["text"],
-        "after the noise",
-        "{}",
-        answer.body
-    );
+    assert_eq!(text_of(&answer), "after the noise", "{}", answer.body);
     serve.wait_stderr("(10000 so far)").await;
     let warnings = serve
         .stderr()
@@ -317,12 +320,7 @@ async fn a_100_mib_line_from_the_child_is_skipped_without_being_held() {
     let answer = serve
         .call(&session, 1, "noise", json!({"bytes": 100u64 << 20}))
         .await;
-    assert_eq!(
-        answer.json()["result"]["content"][0]["text"],
-        "after the noise",
-        "{}",
-        answer.body
-    );
+    assert_eq!(text_of(&answer), "after the noise", "{}", answer.body);
     serve
         .wait_stderr("a message over --max-message-size on stdout; skipped")
         .await;
