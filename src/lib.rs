@@ -5,6 +5,7 @@
 //! may print to it except the single writer in [`jsonrpc::writer`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod check;
 pub mod cli;
 pub mod cluster_key;
 pub mod era;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use url::Url;
 
+mod check;
+mod docs;
 mod oauth;
 mod relay;
 mod sandbox;
@@ -28,7 +30,7 @@ pub const EXIT_USAGE: i32 = 2;
     long_about = "Gateway between stdio-only MCP hosts and remote MCP servers.\n\n\
                   `mcp-stdio URL` is short for `mcp-stdio relay URL`."
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -50,6 +52,13 @@ enum Command {
     Status(tokens::StatusArgs),
     /// Print a fresh access token for scripts (refreshing it if needed).
     Token(tokens::TokenArgs),
+    /// Probe a server and say what it speaks: transport, era, server, capabilities, counts,
+    /// authorization, timings (a stored login is used; no token is printed).
+    Check(Box<check::CheckArgs>),
+    /// Print a shell completion script (bash, zsh, fish or powershell).
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff), or write one page per subcommand with --dir.
+    Manpage(docs::ManpageArgs),
 }
 
 /// Parses the process arguments, runs the chosen mode and returns the exit code.
@@ -102,6 +111,9 @@ pub fn main() -> i32 {
         Command::Logout(args) => tokens::logout(args),
         Command::Status(args) => tokens::status(args),
         Command::Token(args) => tokens::token(args),
+        Command::Check(args) => check::check(*args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Manpage(args) => docs::manpage(args),
     }
 }
 
@@ -132,7 +144,17 @@ fn run_async<F: std::future::Future<Output = i32>>(future: F) -> i32 {
 }
 
 const SUBCOMMANDS: &[&str] = &[
-    "relay", "serve", "sandbox", "login", "logout", "status", "token", "help",
+    "relay",
+    "serve",
+    "sandbox",
+    "login",
+    "logout",
+    "status",
+    "token",
+    "check",
+    "completions",
+    "manpage",
+    "help",
 ];
 
 /// `mcp-stdio [OPTIONS] URL` (the Python tool's form) means `mcp-stdio relay [OPTIONS] URL`.

@@ -226,7 +226,7 @@ pub fn relay_config(
 }
 
 /// Parses `-H 'Name: value'`, expanding `${VAR}` in the value.
-fn parse_header(
+pub(super) fn parse_header(
     raw: &str,
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<(HeaderName, HeaderValue), String> {

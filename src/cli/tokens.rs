@@ -36,11 +36,11 @@ pub struct Connection {
 
     /// Largest metadata or token answer read, in bytes.
     #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
-    max_message_size: u64,
+    pub(super) max_message_size: u64,
 
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "warn", env = "MCP_STDIO_LOG_LEVEL")]
-    log_level: LogLevel,
+    pub(super) log_level: LogLevel,
 }
 
 #[derive(Debug, Args)]
@@ -98,7 +98,7 @@ fn prepare(url: &str, oauth: &OAuthArgs, connection: &Connection) -> Result<Serv
 }
 
 /// The HTTP settings of the terminal commands.
-fn client_options(connection: &Connection) -> Result<ClientOptions, String> {
+pub(super) fn client_options(connection: &Connection) -> Result<ClientOptions, String> {
     let extra_roots = match &connection.ca_cert {
         Some(path) => parse_extra_roots(
             &std::fs::read(path)
@@ -133,7 +133,7 @@ fn server_auth(
 }
 
 /// Where a terminal command's grants are, as the relay would find them.
-fn store_config(args: StoreArgs) -> Result<StoreConfig, String> {
+pub(super) fn store_config(args: StoreArgs) -> Result<StoreConfig, String> {
     let env = |name: &str| std::env::var(name).ok();
     Ok(StoreConfig {
         token_file: token_file(env)?,

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check;
 mod cli;
 mod faults_relay;
 mod faults_serve;

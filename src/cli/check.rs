@@ -1,0 +1,131 @@
+//! `mcp-stdio check URL`: its flags, and the report printed as text or JSON with the exit
+//! code scripts can rely on (0 answered, 1 did not, 2 bad arguments).
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use http::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+
+use super::oauth::OAuthArgs;
+use super::tokens::{Connection, client_options, store_config};
+use super::{EXIT_USAGE, parse_upstream_url, report_usage_error, run_async};
+use crate::check::{CheckConfig, TransportChoice};
+use crate::logging::{self, LogFormat};
+use crate::oauth::OAuthConfig;
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The MCP server, e.g. https://example.com/mcp (serve's own URL works too).
+    url: String,
+
+    /// Print the report as one JSON object (for scripts) instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// How to reach the server: `auto` finds it as the relay does (Streamable HTTP, then
+    /// the 2024-11-05 HTTP+SSE stream when the POST is refused).
+    #[arg(long, value_enum, default_value = "auto")]
+    transport: TransportArg,
+
+    /// Extra header on every request, 'Name: value'; ${VAR} expands from the
+    /// environment. Repeatable.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+
+    /// Send `Authorization: Bearer TOKEN` instead of a stored login (prefer the
+    /// environment variable: flags show in `ps`).
+    #[arg(
+        long,
+        env = "MCP_BEARER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    bearer_token: Option<String>,
+
+    /// List pages read per kind (tools, resources, templates, prompts) before the count
+    /// stops and says "or more".
+    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_pages: u64,
+
+    #[command(flatten)]
+    oauth: OAuthArgs,
+
+    #[command(flatten)]
+    connection: Connection,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TransportArg {
+    Auto,
+    StreamableHttp,
+    Sse,
+}
+
+pub fn check(args: CheckArgs) -> i32 {
+    logging::init(args.connection.log_level, LogFormat::Text);
+    let json = args.json;
+    let config = match check_config(args) {
+        Ok(config) => config,
+        Err(message) => {
+            report_usage_error(&message);
+            return EXIT_USAGE;
+        }
+    };
+    run_async(async move {
+        let report = crate::check::run(config).await;
+        let out = if json {
+            let mut line = serde_json::to_string_pretty(&report).expect("JSON serializes");
+            line.push('\n');
+            line
+        } else {
+            crate::check::report::text(&report)
+        };
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush());
+        if report.ok { 0 } else { 1 }
+    })
+}
+
+fn check_config(args: CheckArgs) -> Result<CheckConfig, String> {
+    let url = parse_upstream_url(&args.url)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let mut headers = HeaderMap::new();
+    let mut credential = "none";
+    if let Some(token) = args.bearer_token.as_deref().filter(|t| !t.is_empty()) {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            "--bearer-token / MCP_BEARER_TOKEN: the token holds a control character or non-ASCII byte; pass the bare token".to_owned()
+        })?;
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+        credential = "bearer-token";
+    }
+    for raw in &args.headers {
+        let (name, value) = super::relay::parse_header(raw, &env)?;
+        if name == AUTHORIZATION {
+            credential = "header";
+        }
+        headers.insert(name, value);
+    }
+    let client = client_options(&args.connection)?;
+    let oauth = OAuthConfig {
+        settings: args.oauth.settings()?,
+        interactive: false,
+        store: store_config(args.oauth.store)?,
+    };
+    Ok(CheckConfig {
+        url,
+        client,
+        headers,
+        credential,
+        oauth,
+        transport: match args.transport {
+            TransportArg::Auto => TransportChoice::Auto,
+            TransportArg::StreamableHttp => TransportChoice::StreamableHttp,
+            TransportArg::Sse => TransportChoice::Sse,
+        },
+        max_message_size: args.connection.max_message_size as usize,
+        max_pages: args.max_pages as usize,
+    })
+}
