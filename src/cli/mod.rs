@@ -87,6 +87,7 @@ pub fn main() -> i32 {
             logging::init(args.log_level, args.log_format);
             let from_flag =
                 std::env::args().any(|a| a == "--auth-token" || a.starts_with("--auth-token="));
+            let file = args.config.clone();
             let config = match serve::serve_config(*args, from_flag) {
                 Ok(config) => config,
                 Err(message) => {
@@ -94,7 +95,10 @@ pub fn main() -> i32 {
                     return EXIT_USAGE;
                 }
             };
-            run_async(crate::serve::run(config))
+            match file {
+                Some(file) => run_async(crate::serve::run_servers(config, file)),
+                None => run_async(crate::serve::run(config)),
+            }
         }
         Command::Sandbox(args) => {
             logging::init(args.log_level, args.log_format);

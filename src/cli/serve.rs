@@ -183,6 +183,17 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
+    /// Serve several stdio servers from this file, each at /NAME/mcp: TOML
+    /// (`[servers.NAME]`) or the `mcpServers` JSON of Claude Desktop, Claude Code and
+    /// Cursor (`.mcp.json`). SIGHUP reloads it. Not with a command after `--`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+
+    /// Seconds the sessions of a server that a reload changed or removed may go on
+    /// before they are ended (new sessions go to the new config at once).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    reload_grace: Duration,
+
     /// The stdio MCP server to publish, and its arguments (after `--`).
     #[arg(
         trailing_var_arg = true,
@@ -196,7 +207,10 @@ pub struct ServeArgs {
 /// (which `ps` shows) rather than the environment.
 pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfig, String> {
     let mut args = args;
-    if args.command.is_empty() {
+    if let Some(file) = &args.config {
+        config_file_rules(&args, file)?;
+    }
+    if args.command.is_empty() && args.config.is_none() {
         // No command: publish the built-in sandbox over the current directory.
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find this program to run its sandbox: {e}"))?;
@@ -209,10 +223,12 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             root.to_string_lossy().into_owned(),
         ];
     }
-    if find_program(&args.command[0]).is_none() {
+    let command = crate::serve::child::ChildCommand::new(std::mem::take(&mut args.command));
+    // With --config the servers come from the file (each checked there).
+    if args.config.is_none() && crate::serve::child::find_program(&command).is_none() {
         return Err(format!(
             "cannot find the command '{}': give a path to an executable, or a program on PATH",
-            args.command[0]
+            command.program()
         ));
     }
     if !args.path.starts_with('/') || args.path.contains(['?', '#']) {
@@ -315,7 +331,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
     }
     let ttl = (!args.session_idle_ttl.is_zero()).then_some(args.session_idle_ttl);
     Ok(ServeConfig {
-        command: args.command,
+        command,
         listen: SocketAddr::new(args.host, args.port),
         path: args.path,
         auth_token,
@@ -353,7 +369,34 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         child_probe_timeout: args.child_probe_timeout,
         input_timeout: args.input_timeout,
         cluster,
+        reload_grace: args.reload_grace,
     })
+}
+
+/// With `--config`: the flags that cannot go with it, and the file checked now (a bad
+/// file at startup is a usage error; at a reload it keeps the old config).
+fn config_file_rules(args: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
+    if !args.command.is_empty() {
+        return Err(format!(
+            "--config {} and a command after `--` cannot be used together: put the command in the file as a server, or leave --config out",
+            file.display()
+        ));
+    }
+    let alone = [
+        (args.path != "/mcp", "--path (each server is at /NAME/mcp)"),
+        (
+            args.embedded.enable_oauth,
+            "--enable-oauth (give each server `auth = { mode = \"oauth-issuer\", … }` instead)",
+        ),
+        (
+            args.cluster.cluster_key_file.is_some(),
+            "--cluster-key-file and --advertise-url",
+        ),
+    ];
+    if let Some((_, flag)) = alone.iter().find(|(on, _)| *on) {
+        return Err(format!("--config cannot be used with {flag}"));
+    }
+    crate::serve::config_file::load(file, &|name| std::env::var(name).ok()).map(|_| ())
 }
 
 /// `--oauth-issuer` and its companions, checked; `None` without `--oauth-issuer`.
@@ -430,16 +473,4 @@ enum ChildEraArg {
     Auto,
     Legacy,
     Modern,
-}
-
-/// Where `program` would be found: a path as given, or the first match on `PATH`.
-fn find_program(program: &str) -> Option<std::path::PathBuf> {
-    let is_file = |p: &std::path::Path| p.is_file();
-    if program.contains(std::path::MAIN_SEPARATOR) || program.contains('/') {
-        let path = std::path::PathBuf::from(program);
-        return is_file(&path).then_some(path);
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_file(candidate))
 }

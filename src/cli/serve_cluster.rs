@@ -17,7 +17,7 @@ pub struct ClusterArgs {
     /// line: the current one, then optionally the previous one while rotating). It seals
     /// session ids and `requestState`, and authenticates replicas to each other.
     #[arg(long, value_name = "PATH", requires = "advertise_url")]
-    cluster_key_file: Option<PathBuf>,
+    pub(super) cluster_key_file: Option<PathBuf>,
 
     /// How the other replicas reach this one directly, http://HOST:PORT (in Kubernetes,
     /// the pod IP).

@@ -18,7 +18,7 @@ pub struct EmbeddedArgs {
     /// Be an OAuth 2.1 authorization server for this endpoint: clients register, users
     /// consent, tokens are issued here. Not with --auth-token or --oauth-issuer.
     #[arg(long)]
-    enable_oauth: bool,
+    pub(super) enable_oauth: bool,
 
     /// Where the authorization server keeps clients and grants: sqlite:PATH (default:
     /// $XDG_STATE_HOME/mcp-stdio/serve-oauth-PORT.db) or postgres://USER@HOST/DB (shared

@@ -13,6 +13,51 @@ use tokio::sync::mpsc;
 
 use crate::jsonrpc::framing::{Frame, LineReader};
 
+/// The stdio server to start: program and arguments, with what its environment adds and
+/// the folder it starts in (from a config file's `env` and `cwd`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildCommand {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<std::path::PathBuf>,
+    /// The config file's name for the server, on every line its children write to stderr.
+    pub server: Option<String>,
+}
+
+impl ChildCommand {
+    pub fn new(argv: Vec<String>) -> Self {
+        ChildCommand {
+            argv,
+            ..ChildCommand::default()
+        }
+    }
+
+    /// The program, for messages.
+    pub fn program(&self) -> &str {
+        self.argv.first().map_or("", String::as_str)
+    }
+}
+
+/// Where the command's program would be found: a path as given (from its `cwd` when
+/// relative), or the first match on `PATH`.
+pub fn find_program(command: &ChildCommand) -> Option<std::path::PathBuf> {
+    let program = command.program();
+    if program.is_empty() {
+        return None;
+    }
+    if program.contains('/') || program.contains(std::path::MAIN_SEPARATOR) {
+        let path = std::path::PathBuf::from(program);
+        let path = match &command.cwd {
+            Some(cwd) if path.is_relative() => cwd.join(path),
+            _ => path,
+        };
+        return path.is_file().then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
 /// What the child's stdout produced.
 pub enum Output {
     Line(Bytes),
@@ -35,18 +80,22 @@ impl Child {
     /// Starts `command` (program and arguments) for session `name`. `output` receives the
     /// child's stdout lines; it closes when the child's stdout does.
     pub fn spawn(
-        command: &[String],
+        command: &ChildCommand,
         name: &str,
         max_line: usize,
         queue: usize,
         output: mpsc::Sender<Output>,
     ) -> std::io::Result<Self> {
         let (program, args) = command
+            .argv
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command"))?;
         let mut wrap = CommandWrap::with_new(program, |c| {
-            c.args(args)
-                .stdin(Stdio::piped())
+            c.args(args).envs(command.env.iter().map(|(k, v)| (k, v)));
+            if let Some(cwd) = &command.cwd {
+                c.current_dir(cwd);
+            }
+            c.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
         });
@@ -99,11 +148,15 @@ impl Child {
 
         let name = Arc::new(Mutex::new(name.to_owned()));
         let named = name.clone();
+        let server = command.server.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let session = named.lock().expect("name lock").clone();
-                tracing::info!(%session, "child: {line}");
+                match &server {
+                    Some(server) => tracing::info!(%server, %session, "child: {line}"),
+                    None => tracing::info!(%session, "child: {line}"),
+                }
             }
         });
 

@@ -37,7 +37,11 @@ const PROBE_ID: &str = "mcp-stdio-era-probe";
 /// Starts a sibling of the child, asks it `server/discover`, and judges the answer by the
 /// evidence §4.15 names: a DiscoverResult sharing a modern version, or a recognised modern
 /// error, means modern; anything else (an error, silence past `timeout`, an exit) legacy.
-pub async fn probe(command: &[String], max_line: usize, timeout: Duration) -> ChildEra {
+pub async fn probe(
+    command: &super::child::ChildCommand,
+    max_line: usize,
+    timeout: Duration,
+) -> ChildEra {
     let (tx, mut rx) = mpsc::channel(16);
     let child = match Child::spawn(command, "era-probe", max_line, 8, tx) {
         Ok(child) => child,

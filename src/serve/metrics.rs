@@ -188,9 +188,78 @@ impl Metrics {
     }
 }
 
+/// Several renderings merged into one exposition, each sample labelled with the server it
+/// came from: families stay together (HELP and TYPE once), as the text format requires.
+pub fn labelled(parts: &[(String, String)]) -> String {
+    // (family name, HELP/TYPE lines, samples), in the order families first appear.
+    let mut families: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    for (server, text) in parts {
+        let mut current: Option<usize> = None;
+        for line in text.lines() {
+            if let Some(rest) = line
+                .strip_prefix("# HELP ")
+                .or_else(|| line.strip_prefix("# TYPE "))
+            {
+                let name = rest.split_whitespace().next().unwrap_or("").to_owned();
+                let index = match families.iter().position(|(n, _, _)| *n == name) {
+                    Some(index) => index,
+                    None => {
+                        families.push((name, Vec::new(), Vec::new()));
+                        families.len() - 1
+                    }
+                };
+                if !families[index].1.iter().any(|l| l == line) {
+                    families[index].1.push(line.to_owned());
+                }
+                current = Some(index);
+                continue;
+            }
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let label = format!("server=\"{server}\"");
+            let sample = match line.find(['{', ' ']) {
+                Some(at) if line.as_bytes()[at] == b'{' => {
+                    let close = if line[at + 1..].starts_with('}') {
+                        ""
+                    } else {
+                        ","
+                    };
+                    format!("{}{{{label}{close}{}", &line[..at], &line[at + 1..])
+                }
+                Some(at) => format!("{}{{{label}}}{}", &line[..at], &line[at..]),
+                None => continue,
+            };
+            match current {
+                Some(index) => families[index].2.push(sample),
+                None => families.push((String::new(), Vec::new(), vec![sample])),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (_, headers, samples) in families {
+        for line in headers.iter().chain(&samples) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_renderings_keep_families_together_and_label_each_sample() {
+        let a = "# HELP x_total X.\n# TYPE x_total counter\nx_total{method=\"ping\"} 1\n# HELP g G.\n# TYPE g gauge\ng 2\n".to_owned();
+        let b = "# HELP x_total X.\n# TYPE x_total counter\nx_total{method=\"ping\"} 5\n# HELP g G.\n# TYPE g gauge\ng 7\n".to_owned();
+        let merged = labelled(&[("one".into(), a), ("two".into(), b)]);
+        assert_eq!(
+            merged,
+            "# HELP x_total X.\n# TYPE x_total counter\nx_total{server=\"one\",method=\"ping\"} 1\nx_total{server=\"two\",method=\"ping\"} 5\n# HELP g G.\n# TYPE g gauge\ng{server=\"one\"} 2\ng{server=\"two\"} 7\n"
+        );
+    }
 
     #[test]
     fn renders_counters_and_a_histogram() {

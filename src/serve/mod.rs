@@ -4,9 +4,10 @@
 
 pub mod auth;
 pub mod authserver;
-mod child;
+pub mod child;
 pub mod child_era;
 pub mod cluster;
+pub mod config_file;
 mod front;
 pub mod guard;
 mod http;
@@ -21,6 +22,7 @@ mod params;
 mod pool;
 mod remembered;
 mod replica;
+mod servers;
 mod session;
 mod sessions;
 mod spares;
@@ -32,8 +34,10 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::secret::Secret;
 use guard::Guards;
@@ -42,8 +46,9 @@ use sessions::Sessions;
 /// Everything serve mode needs, already validated by `cli`.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// The stdio server: program and arguments.
-    pub command: Vec<String>,
+    /// The stdio server: program and arguments (and, from a config file, its environment
+    /// and folder).
+    pub command: child::ChildCommand,
     pub listen: SocketAddr,
     /// `--path`, starting with `/`; matched ASCII case-insensitively.
     pub path: String,
@@ -90,6 +95,9 @@ pub struct ServeConfig {
     pub input_timeout: Duration,
     /// `--cluster-key-file` and `--advertise-url`: one of several replicas.
     pub cluster: Option<cluster::ClusterConfig>,
+    /// `--reload-grace` (with `--config`): how long sessions of a server that a reload
+    /// changed or removed may go on before they are ended.
+    pub reload_grace: Duration,
 }
 
 /// State shared by every connection.
@@ -156,101 +164,231 @@ impl Gateway {
     }
 }
 
+/// A gateway that is serving, with the tasks that keep it (idle reaping, spares, the
+/// embedded authorization server's housekeeping); `stop` ends it all.
+pub struct Running {
+    pub gateway: Arc<Gateway>,
+    reaper: tokio::task::JoinHandle<()>,
+    keeper: tokio::task::JoinHandle<()>,
+    housekeeping: Option<CancellationToken>,
+}
+
+impl Running {
+    /// Builds the gateway for `config` (its port already known) and starts its tasks.
+    pub async fn start(config: ServeConfig) -> Result<Running, String> {
+        let cluster = config
+            .cluster
+            .as_ref()
+            .map(|settings| cluster::Cluster::new(settings, config.response_timeout));
+        let parked = match &config.cluster {
+            Some(settings) => {
+                tracing::info!(advertise = %settings.advertise, "serving as one replica of a cluster");
+                crate::parking::Rounds::sealed(
+                    config.input_timeout,
+                    crate::parking::Sealing {
+                        sealer: settings.key.sealer("request-state"),
+                        owner: settings.advertise.clone(),
+                    },
+                )
+            }
+            None => crate::parking::Rounds::new(config.input_timeout),
+        };
+        let embedded = match config.auth_server.clone() {
+            Some(settings) => {
+                tracing::info!(
+                    store = %settings.store.describe(),
+                    "the embedded OAuth authorization server is on"
+                );
+                Some(Arc::new(authserver::AuthServer::open(settings).await?))
+            }
+            None => None,
+        };
+        let housekeeping = embedded.clone().map(|server| {
+            let closing = CancellationToken::new();
+            let stop = closing.clone();
+            tokio::spawn(async move { server.keep_house(closing).await });
+            stop
+        });
+        let auth = auth::Auth::new(
+            config.auth_token.clone(),
+            config.resource_server.clone(),
+            embedded,
+        );
+        let gateway = Arc::new(Gateway {
+            auth,
+            // Users exist only with OAuth (one shared secret is one principal).
+            sessions: Sessions::new(
+                config.max_sessions,
+                (config.resource_server.is_some() || config.auth_server.is_some())
+                    .then_some(config.max_sessions_per_principal),
+            ),
+            pool: pool::Pool::default(),
+            spares: spares::Spares::new(config.spare_children),
+            config,
+            metrics: metrics::Metrics::default(),
+            closing: CancellationToken::new(),
+            draining: CancellationToken::new(),
+            cluster,
+            era: tokio::sync::Mutex::new(None),
+            parked,
+        });
+        // A config file's servers say which one is talking in every line they log.
+        let span = server_span(&gateway.config);
+        let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()).instrument(span.clone()));
+        let keeper = tokio::spawn(spares::Spares::keep(gateway.clone()).instrument(span));
+        Ok(Running {
+            gateway,
+            reaper,
+            keeper,
+            housekeeping,
+        })
+    }
+
+    /// Ends every session and spare (the gateway's `closing` has fired, or fires now).
+    pub async fn stop(self) {
+        self.gateway.closing.cancel();
+        self.reaper.abort();
+        if let Some(housekeeping) = self.housekeeping {
+            housekeeping.cancel();
+        }
+        self.gateway.sessions.end_all(&self.gateway).await;
+        // The keeper saw `closing` and ends the spares; wait for them (bounded like sessions).
+        let bound = self.gateway.config.child_grace * 2 + Duration::from_secs(1);
+        let _ = tokio::time::timeout(bound, self.keeper).await;
+    }
+}
+
+/// The span a config file's server logs in (none for the single server of a command line).
+pub fn server_span(config: &ServeConfig) -> tracing::Span {
+    match &config.command.server {
+        Some(name) => tracing::info_span!("server", name = %name),
+        None => tracing::Span::none(),
+    }
+}
+
+/// Binds the listener; the address it got (port 0 becomes a real one).
+async fn bind(listen: SocketAddr) -> Result<(TcpListener, SocketAddr), i32> {
+    match TcpListener::bind(listen).await {
+        Ok(listener) => {
+            let bound = listener.local_addr().unwrap_or(listen);
+            Ok((listener, bound))
+        }
+        Err(e) => {
+            tracing::error!("cannot listen on {listen}: {e}");
+            Err(1)
+        }
+    }
+}
+
+/// `http://host:port` of a bound address, for the startup lines.
+fn origin(bound: SocketAddr) -> String {
+    match bound.ip() {
+        std::net::IpAddr::V6(ip) => format!("http://[{ip}]:{}", bound.port()),
+        ip => format!("http://{ip}:{}", bound.port()),
+    }
+}
+
 /// Runs serve mode until SIGINT or SIGTERM; returns the exit code.
 pub async fn run(config: ServeConfig) -> i32 {
-    let listener = match TcpListener::bind(config.listen).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            tracing::error!("cannot listen on {}: {e}", config.listen);
-            return 1;
-        }
-    };
-    let bound = listener.local_addr().unwrap_or(config.listen);
-    let host = match bound.ip() {
-        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-        ip => ip.to_string(),
+    let (listener, bound) = match bind(config.listen).await {
+        Ok(bound) => bound,
+        Err(code) => return code,
     };
     let mut config = config;
     config.guards.port = bound.port();
     tracing::info!(
-        "serving `{}` at http://{host}:{}{}",
-        config.command.join(" "),
-        bound.port(),
+        "serving `{}` at {}{}",
+        config.command.argv.join(" "),
+        origin(bound),
         config.path
     );
-    let cluster = config
-        .cluster
-        .as_ref()
-        .map(|settings| cluster::Cluster::new(settings, config.response_timeout));
-    let parked = match &config.cluster {
-        Some(settings) => {
-            tracing::info!(advertise = %settings.advertise, "serving as one replica of a cluster");
-            crate::parking::Rounds::sealed(
-                config.input_timeout,
-                crate::parking::Sealing {
-                    sealer: settings.key.sealer("request-state"),
-                    owner: settings.advertise.clone(),
-                },
-            )
+    let running = match Running::start(config).await {
+        Ok(running) => running,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
         }
-        None => crate::parking::Rounds::new(config.input_timeout),
     };
-    let embedded = match config.auth_server.clone() {
-        Some(settings) => {
+    let gateway = running.gateway.clone();
+    let route = Route::One(gateway.clone());
+    let graceful = accept(listener, &route).await;
+    let grace = if gateway.draining.is_cancelled() {
+        Duration::from_secs(1)
+    } else {
+        gateway.config.shutdown_grace
+    };
+    route.close(graceful, grace).await;
+    running.stop().await;
+    0
+}
+
+/// `serve --config FILE`: every server of the file on one listener, at `/NAME/mcp`;
+/// SIGHUP reloads the file. Returns the exit code.
+pub async fn run_servers(base: ServeConfig, file: std::path::PathBuf) -> i32 {
+    let (listener, bound) = match bind(base.listen).await {
+        Ok(bound) => bound,
+        Err(code) => return code,
+    };
+    let mut base = base;
+    base.guards.port = bound.port();
+    let servers = match servers::Servers::start(base, file, origin(bound)).await {
+        Ok(servers) => Arc::new(servers),
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    let route = Route::Many(servers.clone());
+    let graceful = accept(listener, &route).await;
+    route.close(graceful, servers.shutdown_grace()).await;
+    servers.stop_all().await;
+    0
+}
+
+/// Where the listener's requests go: the one gateway, or the config file's servers.
+#[derive(Clone)]
+enum Route {
+    One(Arc<Gateway>),
+    Many(Arc<servers::Servers>),
+}
+
+impl Route {
+    /// Streams end; requests in flight get `grace` to finish.
+    async fn close(&self, graceful: GracefulShutdown, grace: Duration) {
+        match self {
+            Route::One(gateway) => gateway.closing.cancel(),
+            Route::Many(servers) => servers.closing(),
+        }
+        if tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
             tracing::info!(
-                store = %settings.store.describe(),
-                "the embedded OAuth authorization server is on"
+                grace_s = grace.as_secs_f64(),
+                "connections still open after the shutdown grace; closing them"
             );
-            match authserver::AuthServer::open(settings).await {
-                Ok(server) => Some(Arc::new(server)),
-                Err(e) => {
-                    tracing::error!("{e}");
-                    return 1;
-                }
-            }
         }
-        None => None,
+    }
+}
+
+/// Accepts connections until a signal says stop (among replicas, SIGTERM first drains).
+async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
+    let graceful = GracefulShutdown::new();
+    let header_timeout = match route {
+        Route::One(gateway) => gateway.config.header_read_timeout,
+        Route::Many(servers) => servers.header_read_timeout(),
     };
-    let housekeeping = embedded.clone().map(|server| {
-        let closing = CancellationToken::new();
-        let stop = closing.clone();
-        tokio::spawn(async move { server.keep_house(closing).await });
-        stop
-    });
-    let auth = auth::Auth::new(
-        config.auth_token.clone(),
-        config.resource_server.clone(),
-        embedded,
-    );
-    let gateway = Arc::new(Gateway {
-        auth,
-        // Users exist only with OAuth (one shared secret is one principal).
-        sessions: Sessions::new(
-            config.max_sessions,
-            (config.resource_server.is_some() || config.auth_server.is_some())
-                .then_some(config.max_sessions_per_principal),
-        ),
-        pool: pool::Pool::default(),
-        spares: spares::Spares::new(config.spare_children),
-        config,
-        metrics: metrics::Metrics::default(),
-        closing: CancellationToken::new(),
-        draining: CancellationToken::new(),
-        cluster,
-        era: tokio::sync::Mutex::new(None),
-        parked,
-    });
-    let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()));
-    let keeper = tokio::spawn(spares::Spares::keep(gateway.clone()));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let header_timeout = gateway.config.header_read_timeout;
     let mut signals = std::pin::pin!(crate::shutdown::signal());
+    let mut hangups = crate::shutdown::Hangups::new(matches!(route, Route::Many(_)));
     // Fired when a replica's drain is over (its sessions ended, or the grace is up).
     let drained = CancellationToken::new();
     loop {
         tokio::select! {
             name = &mut signals => {
-                if gateway.cluster.is_some() && !gateway.draining.is_cancelled() {
+                if let Route::One(gateway) = route
+                    && gateway.cluster.is_some()
+                    && !gateway.draining.is_cancelled()
+                {
                     tracing::info!(signal = name, grace_s = gateway.config.shutdown_grace.as_secs_f64(), "draining: not ready, no new sessions; open sessions go on until they end or the grace is up (signal again to stop now)");
                     gateway.draining.cancel();
                     tokio::spawn(drain(gateway.clone(), drained.clone()));
@@ -264,6 +402,11 @@ pub async fn run(config: ServeConfig) -> i32 {
                 tracing::info!("drained: shutting down");
                 break;
             }
+            () = hangups.next() => {
+                if let Route::Many(servers) = route {
+                    servers.reload().await;
+                }
+            }
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
@@ -273,11 +416,15 @@ pub async fn run(config: ServeConfig) -> i32 {
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let for_requests = gateway.clone();
+                let route = route.clone();
                 let service = hyper::service::service_fn(move |request| {
-                    let gateway = for_requests.clone();
+                    let route = route.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(front::handle(gateway, peer, request).await)
+                        let response = match route {
+                            Route::One(gateway) => front::handle(gateway, peer, request).await,
+                            Route::Many(servers) => servers.handle(peer, request).await,
+                        };
+                        Ok::<_, std::convert::Infallible>(response)
                     }
                 });
                 let connection = http1::Builder::new()
@@ -294,32 +441,7 @@ pub async fn run(config: ServeConfig) -> i32 {
         }
     }
     drop(listener);
-    // Streams end; requests in flight get the grace period to finish (a drained replica
-    // used it already: what is still open gets a moment to see its farewell).
-    gateway.closing.cancel();
-    let grace = if gateway.draining.is_cancelled() {
-        Duration::from_secs(1)
-    } else {
-        gateway.config.shutdown_grace
-    };
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::info!(
-            grace_s = grace.as_secs_f64(),
-            "connections still open after the shutdown grace; closing them"
-        );
-    }
-    reaper.abort();
-    if let Some(housekeeping) = housekeeping {
-        housekeeping.cancel();
-    }
-    gateway.sessions.end_all(&gateway).await;
-    // The keeper saw `closing` and ends the spares; wait for them (bounded like sessions).
-    let bound = gateway.config.child_grace * 2 + Duration::from_secs(1);
-    let _ = tokio::time::timeout(bound, keeper).await;
-    0
+    graceful
 }
 
 /// A replica's drain: waits until no session is open on it and no call waits parked here

@@ -69,6 +69,12 @@ impl Sessions {
             .count()
     }
 
+    /// Whether session `id` is open here (a config reload routes a session's requests to
+    /// the generation of its server that holds it).
+    pub fn holds(&self, id: &str) -> bool {
+        self.map.lock().expect("sessions lock").contains_key(id)
+    }
+
     /// The session `id`, if it exists and `principal` may use it.
     pub fn get(&self, id: &str, principal: Option<&str>) -> Result<Arc<Session>, Missing> {
         let session = self
@@ -129,7 +135,7 @@ impl Sessions {
                     output_tx,
                 )
                 .map_err(|e| {
-                    Refused::Spawn(format!("cannot start `{}`: {e}", config.command[0]))
+                    Refused::Spawn(format!("cannot start `{}`: {e}", config.command.program()))
                 })?;
                 (child, output_rx, false)
             }

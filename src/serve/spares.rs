@@ -131,7 +131,7 @@ impl Spares {
                 Ok(child) => child,
                 Err(e) => {
                     // Sessions will say so too when they try; retried at the next sweep.
-                    tracing::warn!("cannot start a spare `{}`: {e}", config.command[0]);
+                    tracing::warn!("cannot start a spare `{}`: {e}", config.command.program());
                     return;
                 }
             };

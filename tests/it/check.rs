@@ -254,6 +254,8 @@ async fn max_pages_bounds_the_count() {
     assert_eq!(tools["total"], 6);
     assert_eq!(tools["complete"], false);
     let seen = upstream.wait_for_method("tools/list").await;
-    let lists = seen.iter().filter(|s| s.rpc_method().as_deref() == Some("tools/list"));
+    let lists = seen
+        .iter()
+        .filter(|s| s.rpc_method().as_deref() == Some("tools/list"));
     assert_eq!(lists.count(), 3);
 }

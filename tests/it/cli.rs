@@ -269,25 +269,38 @@ fn completions_are_generated_for_each_shell() {
         assert_eq!(code, 0, "{shell}: {stderr}");
         assert!(stdout.contains(marker), "{shell}: no {marker:?}");
         // Subcommands and their flags are in it, not only the top level.
-        assert!(stdout.contains("check") && stdout.contains("--max-sessions"), "{shell}");
+        assert!(
+            stdout.contains("check") && stdout.contains("--max-sessions"),
+            "{shell}"
+        );
     }
     let (code, _, stderr) = run_to_end(&["completions", "tcsh"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("bash"), "the error lists the shells: {stderr}");
+    assert!(
+        stderr.contains("bash"),
+        "the error lists the shells: {stderr}"
+    );
 }
 
 #[test]
 fn the_man_page_renders_and_man_reads_it() {
     let (code, page, _) = run_to_end(&["manpage"]);
     assert_eq!(code, 0);
-    assert!(page.starts_with(".ie") || page.starts_with(".TH"), "{}", &page[..80.min(page.len())]);
+    assert!(
+        page.starts_with(".ie") || page.starts_with(".TH"),
+        "{}",
+        &page[..80.min(page.len())]
+    );
     assert!(page.contains("mcp\\-stdio") && page.contains("check"));
 
     let dir = tempfile::tempdir().unwrap();
     let (code, _, stderr) = run_to_end(&["manpage", "--dir", dir.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     let serve_page = std::fs::read_to_string(dir.path().join("mcp-stdio-serve.1")).unwrap();
-    assert!(serve_page.contains("max\\-sessions"), "the serve page lists serve's flags");
+    assert!(
+        serve_page.contains("max\\-sessions"),
+        "the serve page lists serve's flags"
+    );
     assert!(dir.path().join("mcp-stdio.1").metadata().unwrap().len() > 1000);
 
     // `man -l` formats it where man is installed (Debian's man-db).
@@ -300,8 +313,15 @@ fn the_man_page_renders_and_man_reads_it() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&shown.stdout);
-        assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
-        assert!(text.contains("mcp-stdio") && text.contains("SUBCOMMANDS"), "{text}");
+        assert!(
+            shown.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert!(
+            text.contains("mcp-stdio") && text.contains("SUBCOMMANDS"),
+            "{text}"
+        );
     } else {
         eprintln!("man is not installed: the page was rendered but not read with man -l");
     }

@@ -27,6 +27,7 @@ mod secrets;
 mod serve;
 mod serve_auth;
 mod serve_cluster;
+mod serve_config;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;

@@ -1,0 +1,490 @@
+//! `serve --config FILE`: several stdio servers from one file, in TOML (`[servers.NAME]`)
+//! or in the `mcpServers` JSON that Claude Desktop, Claude Code and Cursor write (VS Code's
+//! `servers` too). Each entry becomes its own `ServeConfig` at `/NAME/mcp`, on top of the
+//! command line's settings. Parsing is pure: reading the file and checking the programs
+//! exist are the only I/O, so a reload can judge a file before anything changes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ServeConfig;
+use super::auth::ResourceServerConfig;
+use super::child::ChildCommand;
+use super::child_era::ChildEraChoice;
+use crate::secret::Secret;
+
+/// One server of the file, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    pub command: ChildCommand,
+    pub child_era: Option<ChildEraChoice>,
+    pub max_sessions: Option<usize>,
+    pub max_sessions_per_principal: Option<usize>,
+    pub spare_children: Option<usize>,
+    pub session_idle_ttl: Option<Option<Duration>>,
+    pub max_requests_per_session: Option<usize>,
+    /// `None`: the command line's way of checking callers.
+    pub auth: Option<EntryAuth>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryAuth {
+    Open,
+    /// A shared secret, read from the environment variable named in the file (a secret
+    /// does not belong in a file that is checked in).
+    Token {
+        variable: String,
+        token: Secret,
+    },
+    /// Tokens from an identity provider (resource-server mode).
+    Issuer {
+        issuer: url::Url,
+        audience: String,
+        scopes: Vec<String>,
+    },
+}
+
+/// The keys a server entry may have, as written.
+#[derive(Debug, Deserialize)]
+struct Raw {
+    /// `stdio` (or absent) is served; `http`, `sse` and others are remote servers.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    child_era: Option<String>,
+    max_sessions: Option<u64>,
+    max_sessions_per_principal: Option<u64>,
+    spare_children: Option<u64>,
+    session_idle_ttl: Option<f64>,
+    max_requests_per_session: Option<u64>,
+    auth: Option<RawAuth>,
+    /// Whatever else a host wrote (`disabled`, `alwaysAllow`, …).
+    #[serde(flatten)]
+    other: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    /// `open`, `token` or `oauth-issuer`.
+    mode: String,
+    token_env: Option<String>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+}
+
+const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, session_idle_ttl, max_requests_per_session, auth";
+
+/// Reads and checks the file; `env` reads the environment (for `${VAR}` and token
+/// variables). The error names the file and says what would work.
+pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Entry>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--config {}: cannot read it: {e}", path.display()))?;
+    parse(&text, path, env).map_err(|e| format!("--config {}: {e}", path.display()))
+}
+
+/// Parses a file's text; `path` decides the format (`.toml`, `.json`, else by content)
+/// and is where relative `cwd`s start.
+pub fn parse(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Entry>, String> {
+    let json = match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => true,
+        Some("toml") => false,
+        _ => text.trim_start().starts_with('{'),
+    };
+    let document: serde_json::Value = if json {
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+    } else {
+        let value: toml::Value =
+            toml::from_str(text).map_err(|e| format!("not valid TOML: {e}"))?;
+        serde_json::to_value(value).map_err(|e| format!("not usable: {e}"))?
+    };
+    let servers = ["mcpServers", "servers"]
+        .iter()
+        .find_map(|key| document.get(*key))
+        .and_then(serde_json::Value::as_object)
+        .ok_or("no servers: write them under `mcpServers` (JSON, as Claude Desktop and Claude Code do) or `[servers.NAME]` (TOML)")?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut entries = Vec::new();
+    for (name, value) in servers {
+        check_name(name)?;
+        let raw: Raw = serde_json::from_value(value.clone())
+            .map_err(|e| format!("server {name:?}: {e}; its keys are {KNOWN}"))?;
+        if let Some(kind) = raw.kind.as_deref().filter(|k| *k != "stdio") {
+            tracing::warn!(server = %name, kind, "not a stdio server (it has a URL of its own); skipped");
+            continue;
+        }
+        if !raw.other.is_empty() {
+            let keys: Vec<&str> = raw.other.keys().map(String::as_str).collect();
+            if !json {
+                return Err(format!(
+                    "server {name:?}: unknown key(s) {}; its keys are {KNOWN}",
+                    keys.join(", ")
+                ));
+            }
+            tracing::debug!(server = %name, keys = %keys.join(", "), "keys this gateway does not use; ignored");
+        }
+        entries.push(entry(name, raw, base, env).map_err(|e| format!("server {name:?}: {e}"))?);
+    }
+    if entries.is_empty() {
+        return Err("no stdio servers in it: each needs a `command`".into());
+    }
+    Ok(entries)
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "server name {name:?} cannot be a path segment: use 1 to 64 letters, digits, '-' or '_' (it is served at /NAME/mcp)"
+        ))
+    }
+}
+
+fn entry(
+    name: &str,
+    raw: Raw,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Entry, String> {
+    let program = raw
+        .command
+        .as_deref()
+        .ok_or("no `command`: give the program to run, e.g. \"command\": \"npx\"")?;
+    let program = expand(program, env)?;
+    let mut argv = vec![program];
+    for arg in &raw.args {
+        argv.push(expand(arg, env)?);
+    }
+    let mut child_env = Vec::new();
+    for (key, value) in &raw.env {
+        child_env.push((key.clone(), expand(value, env)?));
+    }
+    let cwd = match &raw.cwd {
+        Some(cwd) => {
+            let cwd = PathBuf::from(expand(cwd, env)?);
+            let cwd = if cwd.is_absolute() {
+                cwd
+            } else {
+                base.join(cwd)
+            };
+            if !cwd.is_dir() {
+                return Err(format!("cwd {} is not a folder", cwd.display()));
+            }
+            Some(cwd)
+        }
+        None => None,
+    };
+    let command = ChildCommand {
+        argv,
+        env: child_env,
+        cwd,
+        server: Some(name.to_owned()),
+    };
+    if super::child::find_program(&command).is_none() {
+        return Err(format!(
+            "cannot find the command '{}': give a path to an executable, or a program on PATH",
+            command.program()
+        ));
+    }
+    let child_era = match raw.child_era.as_deref() {
+        None => None,
+        Some("auto") => Some(ChildEraChoice::Auto),
+        Some("legacy") => Some(ChildEraChoice::Legacy),
+        Some("modern") => Some(ChildEraChoice::Modern),
+        Some(other) => return Err(format!("child_era {other:?}: use auto, legacy or modern")),
+    };
+    let bounded =
+        |value: Option<u64>, key: &str, min: u64, max: u64| -> Result<Option<usize>, String> {
+            match value {
+                Some(n) if n < min || n > max => Err(format!("{key} {n}: use {min} to {max}")),
+                other => Ok(other.map(|n| n as usize)),
+            }
+        };
+    let session_idle_ttl = match raw.session_idle_ttl {
+        None => None,
+        Some(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => {
+            Some((s > 0.0).then(|| Duration::from_secs_f64(s)))
+        }
+        Some(s) => {
+            return Err(format!(
+                "session_idle_ttl {s}: use seconds from 0 (never) to 86400"
+            ));
+        }
+    };
+    Ok(Entry {
+        name: name.to_owned(),
+        command,
+        child_era,
+        max_sessions: bounded(raw.max_sessions, "max_sessions", 1, 100_000)?,
+        max_sessions_per_principal: bounded(
+            raw.max_sessions_per_principal,
+            "max_sessions_per_principal",
+            1,
+            100_000,
+        )?,
+        spare_children: bounded(raw.spare_children, "spare_children", 0, 1000)?,
+        session_idle_ttl,
+        max_requests_per_session: bounded(
+            raw.max_requests_per_session,
+            "max_requests_per_session",
+            1,
+            65_536,
+        )?,
+        auth: raw.auth.map(|a| auth(a, env)).transpose()?,
+    })
+}
+
+fn auth(raw: RawAuth, env: &dyn Fn(&str) -> Option<String>) -> Result<EntryAuth, String> {
+    match raw.mode.as_str() {
+        "open" => Ok(EntryAuth::Open),
+        "token" => {
+            let variable = raw
+                .token_env
+                .ok_or("auth mode \"token\" needs token_env: the environment variable that holds the token")?;
+            let token = env(&variable)
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| format!("auth token_env {variable}: the variable is not set"))?;
+            if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+                return Err(format!(
+                    "auth token_env {variable}: the token must be visible ASCII without spaces"
+                ));
+            }
+            Ok(EntryAuth::Token {
+                variable,
+                token: Secret::new(token),
+            })
+        }
+        "oauth-issuer" => {
+            let issuer = raw.issuer.ok_or(
+                "auth mode \"oauth-issuer\" needs issuer: the identity provider's issuer URL",
+            )?;
+            let issuer = crate::oauth::wellknown::checked(&issuer, "auth issuer")?;
+            let audience = raw
+                .audience
+                .filter(|a| !a.trim().is_empty())
+                .ok_or("auth mode \"oauth-issuer\" needs audience: what tokens for this server name in `aud`")?;
+            Ok(EntryAuth::Issuer {
+                issuer,
+                audience,
+                scopes: raw.scopes,
+            })
+        }
+        other => Err(format!(
+            "auth mode {other:?}: use open, token or oauth-issuer"
+        )),
+    }
+}
+
+/// `${VAR}` and `${VAR:-default}`, as Claude Code expands them in `.mcp.json`; an unset
+/// variable without a default is an error (an empty credential is worse than none).
+fn expand(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("{value:?}: an unclosed ${{"))?;
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match (env(name), default) {
+            (Some(found), _) => out.push_str(&found),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(format!(
+                    "${{{name}}} is not set; set it, or write ${{{name}:-default}}"
+                ));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// This entry's `ServeConfig`: the command line's settings with the entry's on top.
+pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
+    let mut config = base.clone();
+    config.path = format!("/{}/mcp", entry.name);
+    config.command = entry.command.clone();
+    if let Some(era) = entry.child_era {
+        config.child_era = era;
+    }
+    if let Some(n) = entry.max_sessions {
+        config.max_sessions = n;
+    }
+    if let Some(n) = entry.max_sessions_per_principal {
+        config.max_sessions_per_principal = n;
+    }
+    if let Some(n) = entry.spare_children {
+        config.spare_children = n;
+    }
+    if let Some(ttl) = entry.session_idle_ttl {
+        config.session_idle_ttl = ttl;
+    }
+    if let Some(n) = entry.max_requests_per_session {
+        config.max_requests_per_session = n;
+    }
+    if let Some(public) = &base.public_url {
+        // The command line's --public-url names the listener; each server is under it.
+        config.public_url = public.join(&format!("{}/mcp", entry.name)).ok();
+    }
+    match &entry.auth {
+        None => {}
+        Some(EntryAuth::Open) => {
+            config.auth_token = None;
+            config.resource_server = None;
+        }
+        Some(EntryAuth::Token { token, .. }) => {
+            config.auth_token = Some(token.clone());
+            config.resource_server = None;
+        }
+        Some(EntryAuth::Issuer {
+            issuer,
+            audience,
+            scopes,
+        }) => {
+            let inherited = base.resource_server.as_ref();
+            config.auth_token = None;
+            config.resource_server = Some(ResourceServerConfig {
+                issuer: issuer.clone(),
+                audience: audience.clone(),
+                scopes: scopes.clone(),
+                leeway: inherited.map_or(Duration::from_secs(30), |r| r.leeway),
+                refetch_interval: inherited.map_or(Duration::from_secs(30), |r| r.refetch_interval),
+                token_cache: inherited.map_or(4096, |r| r.token_cache),
+                introspection: None,
+                http: crate::http::client::ClientOptions {
+                    connect_timeout: Duration::from_secs(10),
+                    read_timeout: Some(Duration::from_secs(30)),
+                    extra_roots: Vec::new(),
+                },
+            });
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME_DIR" => Some("/tmp".into()),
+            "TEAM_TOKEN" => Some("t0ken".into()),
+            _ => None,
+        }
+    }
+
+    fn parsed(text: &str, file: &str) -> Result<Vec<Entry>, String> {
+        parse(text, Path::new(file), &env)
+    }
+
+    #[test]
+    fn the_mcp_json_form_with_env_expansion() {
+        let text = r#"{"mcpServers": {
+            "files": {"type": "stdio", "command": "sh", "args": ["-c", "${HOME_DIR}/x"], "env": {"A": "${MISSING:-d}"}, "alwaysAllow": []},
+            "remote": {"type": "http", "url": "https://example.com/mcp"}
+        }}"#;
+        let entries = parsed(text, ".mcp.json").unwrap();
+        assert_eq!(entries.len(), 1, "the http server is skipped");
+        assert_eq!(entries[0].name, "files");
+        assert_eq!(entries[0].command.argv, ["sh", "-c", "/tmp/x"]);
+        assert_eq!(entries[0].command.env, [("A".to_owned(), "d".to_owned())]);
+    }
+
+    #[test]
+    fn the_toml_form_with_bounds_and_auth() {
+        let text = r#"
+            [servers.docs]
+            command = "sh"
+            max_sessions = 3
+            session_idle_ttl = 0
+            child_era = "legacy"
+            auth = { mode = "token", token_env = "TEAM_TOKEN" }
+        "#;
+        let entries = parsed(text, "serve.toml").unwrap();
+        let docs = &entries[0];
+        assert_eq!(docs.max_sessions, Some(3));
+        assert_eq!(docs.session_idle_ttl, Some(None));
+        assert_eq!(docs.child_era, Some(ChildEraChoice::Legacy));
+        assert!(
+            matches!(&docs.auth, Some(EntryAuth::Token { variable, .. }) if variable == "TEAM_TOKEN")
+        );
+    }
+
+    #[test]
+    fn mistakes_say_what_would_work() {
+        let cases = [
+            (
+                "[servers.x]\ncomand = \"sh\"\n",
+                "t.toml",
+                "unknown key(s) comand",
+            ),
+            (
+                "[servers.\"a/b\"]\ncommand = \"sh\"\n",
+                "t.toml",
+                "cannot be a path segment",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nmax_sessions = 0\n",
+                "t.toml",
+                "max_sessions 0: use 1 to",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nargs = [\"${NOPE}\"]\n",
+                "t.toml",
+                "${NOPE} is not set",
+            ),
+            (
+                "[servers.x]\ncommand = \"no-such-program-here\"\n",
+                "t.toml",
+                "cannot find the command",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nauth = { mode = \"token\", token_env = \"UNSET\" }\n",
+                "t.toml",
+                "UNSET: the variable is not set",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nchild_era = \"new\"\n",
+                "t.toml",
+                "use auto, legacy or modern",
+            ),
+            ("{\"mcpServers\": {}}", "a.json", "no stdio servers"),
+            ("{\"other\": 1}", "a.json", "no servers"),
+            ("{ not json", "a.json", "not valid JSON"),
+            ("[servers.x\n", "t.toml", "not valid TOML"),
+        ];
+        for (text, file, needle) in cases {
+            let error = parsed(text, file).unwrap_err();
+            assert!(error.contains(needle), "{text:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! `serve --config FILE`: the file's servers on one listener, each a gateway of its own at
+//! `/NAME/mcp` (its metadata at `/.well-known/oauth-protected-resource/NAME/mcp`). SIGHUP
+//! reloads the file: added servers start, removed ones drain and stop, changed ones get a
+//! new gateway for new sessions while the old one finishes its own; a file that does not
+//! parse changes nothing. `/healthz`, `/readyz` and `/metrics` (labelled by server) cover
+//! them all.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::header::{AUTHORIZATION, CONTENT_TYPE};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::config_file::{self, Entry};
+use super::http::text;
+use super::legacy::SESSION_ID;
+use super::metrics::{Gauges, labelled};
+use super::{Gateway, Running, ServeConfig, front};
+
+const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
+/// One name of the file: the gateway new requests get, and older ones (from before a
+/// reload changed or removed it) still finishing their sessions.
+struct Named {
+    /// `None` once a reload removed the server.
+    entry: Option<Entry>,
+    current: Option<Arc<Gateway>>,
+    retiring: Vec<Arc<Gateway>>,
+}
+
+pub struct Servers {
+    /// The command line's settings, under every server's own.
+    base: ServeConfig,
+    file: PathBuf,
+    /// `http://host:port` of the listener, for the log.
+    origin: String,
+    table: Arc<RwLock<BTreeMap<String, Named>>>,
+    /// The running gateways of the current entries (their tasks are stopped at the end).
+    running: Mutex<BTreeMap<String, Running>>,
+    /// Gateways draining after a reload; each task ends its gateway when done.
+    retirements: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    closing: CancellationToken,
+    reloads_applied: AtomicU64,
+    reloads_refused: AtomicU64,
+    /// `--reload-grace`: how long a changed or removed server's sessions may go on.
+    reload_grace: Duration,
+}
+
+impl Servers {
+    /// Reads the file and starts every server in it.
+    pub async fn start(base: ServeConfig, file: PathBuf, origin: String) -> Result<Self, String> {
+        let entries = config_file::load(&file, &|name| std::env::var(name).ok())?;
+        let servers = Servers {
+            reload_grace: base.reload_grace,
+            base,
+            file,
+            origin,
+            table: Arc::new(RwLock::new(BTreeMap::new())),
+            running: Mutex::new(BTreeMap::new()),
+            retirements: Mutex::new(Vec::new()),
+            closing: CancellationToken::new(),
+            reloads_applied: AtomicU64::new(0),
+            reloads_refused: AtomicU64::new(0),
+        };
+        for entry in entries {
+            servers.add(entry).await?;
+        }
+        Ok(servers)
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        self.base.header_read_timeout
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        self.base.shutdown_grace
+    }
+
+    async fn add(&self, entry: Entry) -> Result<(), String> {
+        let name = entry.name.clone();
+        let config = config_file::apply(&entry, &self.base);
+        tracing::info!(
+            "serving `{}` at {}{}",
+            config.command.argv.join(" "),
+            self.origin,
+            config.path
+        );
+        let running = Running::start(config).await?;
+        let gateway = running.gateway.clone();
+        let retired = self
+            .running
+            .lock()
+            .expect("running lock")
+            .insert(name.clone(), running);
+        let mut table = self.table.write().expect("table lock");
+        let named = table.entry(name.clone()).or_insert(Named {
+            entry: None,
+            current: None,
+            retiring: Vec::new(),
+        });
+        named.entry = Some(entry);
+        if let Some(old) = named.current.replace(gateway) {
+            named.retiring.push(old);
+        }
+        drop(table);
+        if let Some(old) = retired {
+            self.retire(name, old);
+        }
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) {
+        let mut table = self.table.write().expect("table lock");
+        if let Some(named) = table.get_mut(name) {
+            named.entry = None;
+            if let Some(old) = named.current.take() {
+                named.retiring.push(old);
+            }
+        }
+        drop(table);
+        if let Some(old) = self.running.lock().expect("running lock").remove(name) {
+            self.retire(name.to_owned(), old);
+        }
+    }
+
+    /// Lets an old gateway finish: no new sessions, its open ones go on until they end or
+    /// `--reload-grace` is up, then it and its children stop.
+    fn retire(&self, name: String, running: Running) {
+        let gateway = running.gateway.clone();
+        gateway.draining.cancel();
+        let grace = self.reload_grace;
+        let closing = self.closing.clone();
+        let table = self.table.clone();
+        let task = tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + grace;
+            loop {
+                let busy = gateway.sessions.count_unpooled()
+                    + gateway.sessions.pending_requests()
+                    + gateway.parked.count();
+                if busy == 0 {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    tracing::info!(server = %name, sessions = gateway.sessions.count_unpooled(), "--reload-grace is up; ending the old server's sessions");
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    () = closing.cancelled() => break,
+                }
+            }
+            {
+                let mut table = table.write().expect("table lock");
+                if let Some(named) = table.get_mut(&name) {
+                    named.retiring.retain(|g| !Arc::ptr_eq(g, &gateway));
+                    if named.entry.is_none() && named.retiring.is_empty() {
+                        table.remove(&name);
+                    }
+                }
+            }
+            running.stop().await;
+            tracing::info!(server = %name, "an old server generation stopped");
+        });
+        self.retirements
+            .lock()
+            .expect("retirements lock")
+            .push(task);
+    }
+
+    /// SIGHUP: reads the file again and applies the difference; a file that does not
+    /// parse (or names a program that cannot be found) changes nothing.
+    pub async fn reload(&self) {
+        let entries = match config_file::load(&self.file, &|name| std::env::var(name).ok()) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.reloads_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("SIGHUP: not reloaded, every server goes on as it was: {e}");
+                return;
+            }
+        };
+        let before: BTreeMap<String, Entry> = self
+            .table
+            .read()
+            .expect("table lock")
+            .iter()
+            .filter_map(|(name, named)| named.entry.clone().map(|e| (name.clone(), e)))
+            .collect();
+        let (mut added, mut changed, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+        for entry in &entries {
+            match before.get(&entry.name) {
+                None => added.push(entry.name.clone()),
+                Some(old) if old == entry => kept.push(entry.name.clone()),
+                Some(_) => changed.push(entry.name.clone()),
+            }
+        }
+        let removed: Vec<String> = before
+            .keys()
+            .filter(|name| !entries.iter().any(|e| &e.name == *name))
+            .cloned()
+            .collect();
+        for entry in entries {
+            let differs = added.contains(&entry.name) || changed.contains(&entry.name);
+            if differs && let Err(e) = self.add(entry).await {
+                tracing::error!("SIGHUP: {e}");
+            }
+        }
+        for name in &removed {
+            self.remove(name);
+        }
+        self.reloads_applied.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            added = %added.join(","),
+            changed = %changed.join(","),
+            removed = %removed.join(","),
+            unchanged = %kept.join(","),
+            "SIGHUP: reloaded {}",
+            self.file.display()
+        );
+    }
+
+    /// Shutdown begins: every gateway's streams end.
+    pub fn closing(&self) {
+        self.closing.cancel();
+        for named in self.table.read().expect("table lock").values() {
+            for gateway in named.current.iter().chain(&named.retiring) {
+                gateway.closing.cancel();
+            }
+        }
+    }
+
+    /// Ends every server, the draining ones included.
+    pub async fn stop_all(&self) {
+        self.closing();
+        let running: Vec<Running> =
+            std::mem::take(&mut *self.running.lock().expect("running lock"))
+                .into_values()
+                .collect();
+        for running in running {
+            running.stop().await;
+        }
+        let retirements = std::mem::take(&mut *self.retirements.lock().expect("retirements lock"));
+        for task in retirements {
+            let _ = task.await;
+        }
+    }
+
+    pub async fn handle(
+        self: Arc<Self>,
+        peer: SocketAddr,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
+        let path = request.uri().path().to_owned();
+        let method = request.method().clone();
+        match (&method, path.as_str()) {
+            (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") if self.closing.is_cancelled() => {
+                return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+            }
+            (&Method::GET, "/readyz") => return text(StatusCode::OK, "ready\n"),
+            (&Method::GET, "/metrics") => return self.metrics(&request),
+            _ => {}
+        }
+        let name = path
+            .strip_prefix(PRM_PREFIX)
+            .unwrap_or(&path)
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        let session = request
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok());
+        let gateway = {
+            let table = self.table.read().expect("table lock");
+            let Some(named) = table.get(name) else {
+                let names: Vec<String> = table
+                    .iter()
+                    .filter(|(_, n)| n.entry.is_some())
+                    .map(|(name, _)| format!("/{name}/mcp"))
+                    .collect();
+                drop(table);
+                return not_found(&format!(
+                    "not found: no server here is named {name:?}; the endpoints are {}\n",
+                    names.join(", ")
+                ));
+            };
+            // A session's requests go to the generation that holds it.
+            let holder = session.and_then(|id| {
+                named
+                    .retiring
+                    .iter()
+                    .find(|g| g.sessions.holds(id))
+                    .cloned()
+            });
+            match holder.or_else(|| named.current.clone()) {
+                Some(gateway) => gateway,
+                None => {
+                    drop(table);
+                    return not_found(&format!(
+                        "not found: the server {name:?} was removed from the config file\n"
+                    ));
+                }
+            }
+        };
+        let span = super::server_span(&gateway.config);
+        front::handle(gateway, peer, request).instrument(span).await
+    }
+
+    /// Every server's metrics, each sample labelled `server="NAME"`, and the reloads.
+    /// Guarded by the command line's `--auth-token` when there is one.
+    fn metrics(&self, request: &Request<Incoming>) -> Response<Body> {
+        if let Some(token) = &self.base.auth_token {
+            let presented = request
+                .headers()
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if !presented.is_some_and(|p| crate::secret::matches(p, token)) {
+                return Response::builder()
+                    .status(StatusCode::UNAUTHORIZED)
+                    .header(http::header::WWW_AUTHENTICATE, "Bearer")
+                    .body(Body::from(
+                        "send Authorization: Bearer <the --auth-token>\n",
+                    ))
+                    .expect("a valid response");
+            }
+        }
+        let parts: Vec<(String, String)> = {
+            let table = self.table.read().expect("table lock");
+            table
+                .iter()
+                .flat_map(|(name, named)| {
+                    named.current.iter().chain(&named.retiring).map(move |g| {
+                        let gauges = Gauges {
+                            sessions: g.sessions.count(),
+                            spares: g.spares.count(),
+                            pending_requests: g.sessions.pending_requests(),
+                        };
+                        (name.clone(), g.metrics.render(&gauges))
+                    })
+                })
+                .collect()
+        };
+        let servers = self
+            .table
+            .read()
+            .expect("table lock")
+            .values()
+            .filter(|n| n.entry.is_some())
+            .count();
+        let mut body = labelled(&parts);
+        body.push_str(&format!(
+            "# HELP mcp_stdio_servers Servers the config file names.\n# TYPE mcp_stdio_servers gauge\nmcp_stdio_servers {servers}\n\
+             # HELP mcp_stdio_config_reloads_total SIGHUP reloads, applied or refused (the file did not parse).\n# TYPE mcp_stdio_config_reloads_total counter\n\
+             mcp_stdio_config_reloads_total{{outcome=\"applied\"}} {}\nmcp_stdio_config_reloads_total{{outcome=\"refused\"}} {}\n",
+            self.reloads_applied.load(Ordering::Relaxed),
+            self.reloads_refused.load(Ordering::Relaxed),
+        ));
+        Response::builder()
+            .header(CONTENT_TYPE, "text/plain; version=0.0.4")
+            .body(Body::from(body))
+            .expect("a valid response")
+    }
+}
+
+fn not_found(message: &str) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .header(CONTENT_TYPE, "text/plain")
+        .body(Body::from(message.to_owned()))
+        .expect("a valid response")
+}
