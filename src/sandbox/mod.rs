@@ -88,10 +88,14 @@ pub async fn run(config: SandboxConfig) -> i32 {
     let (outbox, mut ended) = writer::spawn(stdio.output(), 1024);
     let mut reader = LineReader::new(stdio.input(), max);
     let mut signals = std::pin::pin!(crate::shutdown::signal());
+    let mut output_open = true;
     loop {
         tokio::select! {
             _ = &mut signals => break,
-            _ = &mut ended => break,
+            _ = &mut ended => {
+                output_open = false;
+                break;
+            }
             frame = reader.next() => match frame {
                 Ok(Some(Frame::Line(line))) => {
                     if let Some(content) = trimmed(&line) {
@@ -105,6 +109,18 @@ pub async fn run(config: SandboxConfig) -> i32 {
                 Ok(None) | Err(_) => break,
             },
         }
+    }
+    // Calls already read are answered before the end (each is bounded by --queue-wait and
+    // --call-timeout), so a client that closes stdin right after its last request still
+    // gets every answer.
+    server.tasks.close();
+    let bound = server.config.queue_wait + server.config.call_timeout + Duration::from_secs(1);
+    if output_open
+        && tokio::time::timeout(bound, server.tasks.wait())
+            .await
+            .is_err()
+    {
+        tracing::warn!("calls still running at the end of input; their answers are lost");
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), outbox.flush()).await;
     0

@@ -36,6 +36,8 @@ pub struct Server {
     sql: Option<tools::Sql>,
     /// Calls in progress, by request id: cancelling sets the flag.
     running: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
+    /// Every request's task, so the answers in flight when stdin ends still go out.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 impl Server {
@@ -72,6 +74,7 @@ impl Server {
             calls,
             sql,
             running: Mutex::new(HashMap::new()),
+            tasks: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -140,7 +143,7 @@ impl Server {
                 } else {
                     None
                 };
-                tokio::spawn(async move {
+                self.tasks.spawn(async move {
                     let answer = server.answer(era, claim, &id, &method, params, place).await;
                     let line = match answer {
                         Ok(result) => {

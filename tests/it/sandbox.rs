@@ -634,3 +634,42 @@ async fn time_concurrency_and_hashing_are_bounded() {
     );
     assert_eq!(refused[0]["result"]["structuredContent"]["status"], 503);
 }
+
+#[test]
+fn calls_read_before_the_end_of_input_are_answered() {
+    let (_dir, root) = workspace();
+    let mut child = std::process::Command::new(crate::common::binary())
+        .args(["sandbox", "--root", root.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"src/main.rs"}}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search_text","arguments":{"pattern":"println"}}}),
+    ];
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        for line in &lines {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        // stdin closes here, right after the last request.
+    }
+    let output = child.wait_with_output().unwrap();
+    let answered: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&Value> = answered.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids.len(), 3, "{answered:?}");
+    for id in [1, 2, 3] {
+        assert!(
+            ids.contains(&&json!(id)),
+            "no answer for {id}: {answered:?}"
+        );
+    }
+}
