@@ -334,9 +334,9 @@ impl Servers {
                     .expect("a valid response");
             }
         }
-        let parts: Vec<(String, String)> = {
+        let (parts, servers) = {
             let table = self.table.read().expect("table lock");
-            table
+            let parts: Vec<(String, String)> = table
                 .iter()
                 .flat_map(|(name, named)| {
                     named.current.iter().chain(&named.retiring).map(move |g| {
@@ -348,15 +348,10 @@ impl Servers {
                         (name.clone(), g.metrics.render(&gauges))
                     })
                 })
-                .collect()
+                .collect();
+            let servers = table.values().filter(|n| n.entry.is_some()).count();
+            (parts, servers)
         };
-        let servers = self
-            .table
-            .read()
-            .expect("table lock")
-            .values()
-            .filter(|n| n.entry.is_some())
-            .count();
         let mut body = labelled(&parts);
         body.push_str(&format!(
             "# HELP mcp_stdio_servers Servers the config file names.\n# TYPE mcp_stdio_servers gauge\nmcp_stdio_servers {servers}\n\

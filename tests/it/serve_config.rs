@@ -136,6 +136,16 @@ async fn two_servers_each_with_its_own_path_auth_and_metrics() {
     let sandbox_session = initialize_at(&serve, "/files/mcp", &bearer).await;
     assert_eq!(sandbox_session.status, 200);
 
+    // A session of one server is unknown at another's path.
+    let files_session = legacy.session();
+    let ping = json!({"jsonrpc":"2.0","id":9,"method":"ping"}).to_string();
+    let headers = [("mcp-session-id", files_session.as_str()), bearer[0]];
+    let elsewhere = serve.send("POST", "/tools/mcp", &headers, &ping).await;
+    assert_eq!(elsewhere.status, 404, "{}", elsewhere.body);
+    // The per-server token never reaches the log (which is written to: debug level).
+    assert!(serve.stderr().contains("session started"));
+    assert!(!serve.stderr().contains("tools-secret-77"));
+
     // Unknown names say where the servers are.
     let unknown = serve
         .send("POST", "/nope/mcp", &[], &initialize_body())
