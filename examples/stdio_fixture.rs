@@ -93,6 +93,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             {"name": "slow", "inputSchema": {"type": "object"}},
             {"name": "progress", "inputSchema": {"type": "object"}},
             {"name": "ask", "inputSchema": {"type": "object"}},
+            {"name": "roots", "inputSchema": {"type": "object"}},
             {"name": "announce", "inputSchema": {"type": "object"}},
             {"name": "announce-burst", "inputSchema": {"type": "object"}},
             {"name": "crash", "inputSchema": {"type": "object"}},
@@ -145,6 +146,29 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                         "asked: {}",
                         reply["result"]["content"]["name"].as_str().unwrap_or("?")
                     ))
+                }
+                // Asks for the client's roots mid-call, as servers that sync roots do, and
+                // answers with what it heard: the roots' count, or the refusal's code.
+                "roots" => {
+                    let n = {
+                        let mut counter = counter.lock().unwrap();
+                        *counter += 1;
+                        *counter
+                    };
+                    let question_id = format!("r{n}");
+                    let (tx, rx) = mpsc::channel();
+                    waiters.lock().unwrap().insert(question_id.clone(), tx);
+                    send(
+                        out,
+                        &json!({"jsonrpc": "2.0", "id": question_id, "method": "roots/list"}),
+                    );
+                    let reply = rx
+                        .recv_timeout(Duration::from_secs(30))
+                        .unwrap_or(Value::Null);
+                    match reply["result"]["roots"].as_array() {
+                        Some(roots) => text(format!("roots: {}", roots.len())),
+                        None => text(format!("roots refused: {}", reply["error"]["code"])),
+                    }
                 }
                 // Answers, then announces a change that belongs to no request.
                 "announce" => text("will announce".into()),

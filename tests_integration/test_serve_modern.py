@@ -91,3 +91,20 @@ async def test_a_handshake_era_childs_questions_reach_a_2026_07_28_client_as_inp
                 assert expected in text, text
     finally:
         stop_serve(process)
+
+
+async def test_server_everythings_own_roots_sync_does_not_fail_the_call_it_lands_in():
+    # server-everything asks for roots 350 ms after its handshake, whatever call runs then.
+    # A 2026-07-28 client that declared no roots must still get that call's answer (this
+    # was a -32021 that lost the call, seen in CI through nginx).
+    command, env = CHILDREN["server-everything"]()
+    process, url = start_serve(command, env=env)
+    try:
+        async with Client(url, mode="2026-07-28", cache=None) as client:
+            # Spans the 350 ms mark: the first call reaches a child started for it.
+            result = await client.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 2})
+            text = " ".join(getattr(b, "text", "") for b in result.content)
+            assert not result.is_error, text
+            assert "completed" in text, text
+    finally:
+        stop_serve(process)

@@ -101,6 +101,17 @@ pub fn host_can_answer(capabilities: &Value, request: &InputRequest) -> bool {
     }
 }
 
+/// Whether a handshake-era server's request of this kind is the work of the call it arrives
+/// during, so that a client unable to answer it fails that call with `-32021`. Elicitation
+/// and sampling are asked by a tool as it runs. Roots are not: they describe the client's
+/// workspace, and servers fetch them on their own schedule (server-everything asks 350 ms
+/// after the handshake, whatever call is running then), so a client without roots gets the
+/// question refused, as a handshake-era client without roots would refuse it, and the call
+/// goes on.
+pub fn belongs_to_the_call(method: &str) -> bool {
+    matches!(method, "elicitation/create" | "sampling/createMessage")
+}
+
 /// The client capability a server request needs, as `requiredCapabilities` names it in a
 /// `-32021` error; `None` for a request no client can be asked in an `input_required` round.
 pub fn required_capability(method: &str, params: &Value) -> Option<Value> {

@@ -334,20 +334,31 @@ impl Session {
                 // asking one client another client's question would be worse than refusing.
                 let mut pending = self.pending.lock().expect("session lock");
                 let mut free = pending.values_mut().filter(|p| !p.asking);
-                if let (Some(only), None) = (free.next(), free.next()) {
+                let (first, second) = (free.next(), free.next());
+                let several = second.is_some();
+                if let (Some(only), None) = (first, second) {
                     only.asking = true;
                     send_all(&only.waiters, Event::Message(one_line));
                     return;
                 }
                 drop(pending);
                 let id = parsed.id.map_or("null", |i| i.get());
+                let why = if several {
+                    "the gateway cannot tell which of several calls in progress this request belongs to; ask while one call runs"
+                } else {
+                    "no call is in progress: a 2026-07-28 client can be asked only during a call"
+                };
                 let refusal = crate::jsonrpc::error::error_response(
                     id,
                     crate::jsonrpc::error::INTERNAL_ERROR,
-                    "the gateway cannot tell which of several calls in progress this request belongs to; ask while one call runs",
+                    why,
                     None,
                 );
-                tracing::warn!(session = %self.id, "the server asked something while several calls were in progress; refused");
+                if several {
+                    tracing::warn!(session = %self.id, "the server asked something while several calls were in progress; refused");
+                } else {
+                    tracing::debug!(session = %self.id, "the server asked something while no call was in progress; refused");
+                }
                 let _ = self.stdin.try_send(Bytes::from(refusal));
             }
             _ => {

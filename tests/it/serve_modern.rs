@@ -351,6 +351,55 @@ async fn a_question_the_client_did_not_declare_fails_with_32021_and_cancels_the_
 }
 
 #[tokio::test]
+async fn a_roots_question_the_client_did_not_declare_is_refused_to_the_child_and_the_call_goes_on()
+{
+    // Servers ask for roots on their own schedule (server-everything 350 ms after its
+    // handshake, during whatever call runs then): failing that call with -32021 lost it.
+    let serve = Serve::start(&["--log-level", "debug"]).await;
+    let roots = |capabilities: Value| json!({"name": "roots", "arguments": {}, "_meta": {CLIENT_CAPABILITIES: capabilities}});
+    let answer = serve
+        .modern(
+            json!(1),
+            "tools/call",
+            roots(json!({"sampling": {}})),
+            Some("roots"),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["result"]["resultType"], "complete");
+    assert_eq!(text_of(&answer), "roots refused: -32601");
+    serve
+        .wait_stderr("which this request's client did not declare; refused to the child")
+        .await;
+    // A client that declared roots is still asked, in an input_required round.
+    let asked = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            roots(json!({"roots": {}})),
+            Some("roots"),
+        )
+        .await;
+    let result = &asked.json()["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", asked.body);
+    let (key, request) = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["method"], "roots/list");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let mut retry = roots(json!({"roots": {}}));
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({key.as_str(): {"roots": [{"uri": "file:///w"}]}});
+    let done = serve
+        .modern(json!(3), "tools/call", retry, Some("roots"))
+        .await;
+    assert_eq!(text_of(&done), "roots: 1", "{}", done.body);
+}
+
+#[tokio::test]
 async fn an_unanswered_round_expires_and_its_state_with_it() {
     let serve = Serve::start(&["--input-timeout", "1"]).await;
     let can_elicit = json!({"elicitation": {}});

@@ -187,7 +187,9 @@ impl Call {
 
     /// The child asks something. A handshake-era child's elicitation, sampling or roots
     /// request during a call that may need input becomes an `input_required` round if the
-    /// client declared the capability, and a `-32021` otherwise; anything else is refused.
+    /// client declared the capability. Otherwise an elicitation or sampling request fails
+    /// the call with `-32021`, and a roots request is refused to the child while the call
+    /// goes on (`mrtr::belongs_to_the_call`); anything else is refused.
     fn on_question(&mut self, message: &Message<'_>, name: &str) -> Option<Item> {
         let session = self.backend.session.clone();
         let child_raw_id = message.id.map_or("null", |i| i.get()).to_owned();
@@ -220,6 +222,20 @@ impl Call {
             method: name.to_owned(),
             params,
         };
+        if !mrtr::host_can_answer(&self.request.capabilities, &question)
+            && !mrtr::belongs_to_the_call(name)
+        {
+            // Perhaps not this call's question at all: the child hears what a client
+            // without the capability would say, and the call goes on.
+            tracing::debug!(session = %crate::serve::sessions::short(&session.id), "the child asked {name}, which this request's client did not declare; refused to the child, the call goes on");
+            refuse(
+                &session,
+                &child_raw_id,
+                METHOD_NOT_FOUND,
+                &format!("the client did not declare the capability {name} needs"),
+            );
+            return None;
+        }
         if !mrtr::host_can_answer(&self.request.capabilities, &question) {
             refuse(
                 &session,
