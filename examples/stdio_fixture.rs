@@ -12,6 +12,9 @@ use serde_json::{Value, json};
 
 type Waiters = Arc<Mutex<HashMap<String, mpsc::Sender<Value>>>>;
 
+/// What the client said to the question `ask-later` asked after its call ended.
+static HEARD_LATE: Mutex<String> = Mutex::new(String::new());
+
 fn send(out: &Mutex<std::io::Stdout>, message: &Value) {
     let mut out = out.lock().unwrap();
     writeln!(out, "{message}").unwrap();
@@ -94,6 +97,8 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             {"name": "progress", "inputSchema": {"type": "object"}},
             {"name": "ask", "inputSchema": {"type": "object"}},
             {"name": "roots", "inputSchema": {"type": "object"}},
+            {"name": "ask-later", "inputSchema": {"type": "object"}},
+            {"name": "heard", "inputSchema": {"type": "object"}},
             {"name": "announce", "inputSchema": {"type": "object"}},
             {"name": "announce-burst", "inputSchema": {"type": "object"}},
             {"name": "crash", "inputSchema": {"type": "object"}},
@@ -170,6 +175,9 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                         None => text(format!("roots refused: {}", reply["error"]["code"])),
                     }
                 }
+                // Answers, then asks for roots while no call runs; `heard` tells the reply.
+                "ask-later" => text("will ask".into()),
+                "heard" => text(HEARD_LATE.lock().unwrap().clone()),
                 // Answers, then announces a change that belongs to no request.
                 "announce" => text("will announce".into()),
                 "announce-burst" => text("will announce a hundred times at once".into()),
@@ -239,6 +247,19 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         let mut out = out.lock().unwrap();
         out.write_all(burst.as_bytes()).unwrap();
         out.flush().unwrap();
+    }
+    if request["params"]["name"] == "ask-later" {
+        std::thread::sleep(Duration::from_millis(50));
+        let (tx, rx) = mpsc::channel();
+        waiters.lock().unwrap().insert("late".into(), tx);
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "late", "method": "roots/list"}),
+        );
+        let reply = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or(Value::Null);
+        *HEARD_LATE.lock().unwrap() = reply.to_string();
     }
     if request["params"]["name"] == "announce" {
         std::thread::sleep(Duration::from_millis(50));

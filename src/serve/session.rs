@@ -333,6 +333,7 @@ impl Session {
                 // be asking, so the request is the call's if only one other call runs;
                 // asking one client another client's question would be worse than refusing.
                 let mut pending = self.pending.lock().expect("session lock");
+                let running = pending.len();
                 let mut free = pending.values_mut().filter(|p| !p.asking);
                 let (first, second) = (free.next(), free.next());
                 let several = second.is_some();
@@ -345,6 +346,8 @@ impl Session {
                 let id = parsed.id.map_or("null", |i| i.get());
                 let why = if several {
                     "the gateway cannot tell which of several calls in progress this request belongs to; ask while one call runs"
+                } else if running > 0 {
+                    "every call in progress is already waiting for the answer to a question; ask one question at a time"
                 } else {
                     "no call is in progress: a 2026-07-28 client can be asked only during a call"
                 };
@@ -357,7 +360,7 @@ impl Session {
                 if several {
                     tracing::warn!(session = %self.id, "the server asked something while several calls were in progress; refused");
                 } else {
-                    tracing::debug!(session = %self.id, "the server asked something while no call was in progress; refused");
+                    tracing::debug!(session = %self.id, %why, "the server asked something no call can take; refused");
                 }
                 let _ = self.stdin.try_send(Bytes::from(refusal));
             }

@@ -400,6 +400,55 @@ async fn a_roots_question_the_client_did_not_declare_is_refused_to_the_child_and
 }
 
 #[tokio::test]
+async fn a_question_while_no_call_runs_is_refused_to_the_child_saying_so() {
+    let serve = Serve::start(&["--log-level", "debug"]).await;
+    // Once the gateway has refused the question (and only then: a `heard` call in flight
+    // when the child asks would be given the question), the fixture records the reply.
+    let heard_after = |before: String| {
+        let serve = &serve;
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let heard = text_of(&serve.tool(2, "heard").await);
+                if heard != before || tokio::time::Instant::now() > deadline {
+                    let reply: Value = serde_json::from_str(&heard).expect(&heard);
+                    assert_eq!(reply["id"], "late");
+                    break reply["error"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(text_of(&serve.tool(1, "ask-later").await), "will ask");
+    serve.wait_stderr("why=no call is in progress").await;
+    assert_eq!(
+        heard_after(String::new()).await,
+        "no call is in progress: a 2026-07-28 client can be asked only during a call"
+    );
+    let before = text_of(&serve.tool(3, "heard").await);
+    // A call parked on its own question cannot take another one.
+    let parked = serve
+        .modern(
+            json!(4),
+            "tools/call",
+            ask(json!({"elicitation": {}}), None),
+            Some("ask"),
+        )
+        .await;
+    assert_eq!(parked.json()["result"]["resultType"], "input_required");
+    assert_eq!(text_of(&serve.tool(5, "ask-later").await), "will ask");
+    serve.wait_stderr("why=every call in progress").await;
+    assert_eq!(
+        heard_after(before).await,
+        "every call in progress is already waiting for the answer to a question; ask one question at a time"
+    );
+    serve.assert_echoes(6, "still serving").await;
+}
+
+#[tokio::test]
 async fn an_unanswered_round_expires_and_its_state_with_it() {
     let serve = Serve::start(&["--input-timeout", "1"]).await;
     let can_elicit = json!({"elicitation": {}});
