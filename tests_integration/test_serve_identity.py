@@ -24,8 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from helpers.host import relay_binary, through_relay
-from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS, PEERS
-from helpers.processes import free_port, node_env, start_serve, stop_serve, wait_listening
+from helpers.openid import serve_behind_openid_provider
+from helpers.paths import NODE_BIN, PEER_SCRIPTS, PEERS
+from helpers.processes import node_env, start_serve, stop_serve
 
 pytestmark = pytest.mark.anyio
 
@@ -173,38 +174,12 @@ async def test_our_relay_logs_in_at_the_provider_and_calls_serve(tmp_path):
     """Both halves of the project with a real provider between them: the relay reads serve's
     401 and protected resource metadata, registers at oidc-provider, logs in (the browser
     stand-in approves), and calls serve with the JWT it got; serve checks it."""
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    script = PEERS / "oidc_world.mjs"
-    shutil.copy(PEER_SCRIPTS / "oidc_world.mjs", script)
-    log = tmp_path / "provider.log"
-    log.touch()
-    provider = subprocess.Popen(
-        [str(NODE_BIN / "node"), str(script), str(log), resource], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    serve = None
-    try:
-        issuer = f"http://127.0.0.1:{provider.stdout.readline().split()[0]}"
-        serve = subprocess.Popen(
-            [relay_binary(), "serve", "--port", str(port), "--oauth-issuer", issuer, "--oauth-audience", resource,
-             "--oauth-scope", "mcp:tools", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_listening(port, serve)
-        state = str(tmp_path / "state")
-        env = {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
-               "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
-        async with through_relay(resource, "--oauth", "--oauth-timeout", "30", env=env) as session:
+    with serve_behind_openid_provider(tmp_path) as world:
+        async with through_relay(world.resource, "--oauth", "--oauth-timeout", "30", env=world.env) as session:
             await session.initialize()
             result = await session.call_tool("whoami", {})
             assert not result.is_error, result
             assert result.content[0].text.isdigit(), result
-        events = log.read_text().splitlines()
+        events = world.log.read_text().splitlines()
         assert "registered" in events and "grant authorization_code" in events, events
         assert not [e for e in events if "error" in e], events
-    finally:
-        if serve:
-            serve.terminate()
-            serve.wait(timeout=15)
-        provider.terminate()
-        provider.wait(timeout=10)
