@@ -7,15 +7,14 @@ the exit code; no token ever appears in the output."""
 import http.server
 import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 
 import pytest
 
-from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS, PEERS, relay_binary
-from helpers.processes import free_port, node_env, start_everything, start_serve, stop_serve, wait_listening
+from helpers.openid import serve_behind_openid_provider
+from helpers.paths import relay_binary
+from helpers.processes import free_port, start_everything, start_serve, stop_serve
 
 
 def check(url: str, *flags: str, env: dict | None = None) -> tuple[int, dict, str]:
@@ -87,34 +86,14 @@ def test_serve_in_each_auth_mode(mode, tmp_path):
         else:
             assert report["auth"]["dynamic_registration"] is True
             assert report["auth"]["issuer"].startswith("http://127.0.0.1:")
-            assert report["hint"] == f"needs a login: run `mcp-stdio login {url}`"
+            assert report["hint"] == f"needs a login: run `mcp-stdio login {url}` (or check again with --oauth)"
     finally:
         stop_serve(process)
 
 
 def test_serve_behind_a_real_openid_provider_before_and_after_login(tmp_path):
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    script = PEERS / "oidc_world.mjs"
-    shutil.copy(PEER_SCRIPTS / "oidc_world.mjs", script)
-    log = tmp_path / "provider.log"
-    log.touch()
-    provider = subprocess.Popen(
-        [str(NODE_BIN / "node"), str(script), str(log), resource], env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    serve = None
-    try:
-        issuer = f"http://127.0.0.1:{provider.stdout.readline().split()[0]}"
-        serve = subprocess.Popen(
-            [relay_binary(), "serve", "--port", str(port), "--oauth-issuer", issuer, "--oauth-audience", resource,
-             "--oauth-scope", "mcp:tools", "--", sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_listening(port, serve)
-        state = str(tmp_path / "state")
-        env = {"BROWSER": f"{sys.executable} {BROWSER}", "XDG_STATE_HOME": state, "HOME": state,
-               "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
-
+    with serve_behind_openid_provider(tmp_path) as world:
+        resource, issuer, env = world.resource, world.issuer, world.env
         code, report, _ = check(resource, env=env)
         assert code == 1, report
         auth = report["auth"]
@@ -125,7 +104,7 @@ def test_serve_behind_a_real_openid_provider_before_and_after_login(tmp_path):
         assert auth["dynamic_registration"] is True
         assert "mcp:tools" in auth["scopes_supported"]
         assert auth["login"] is None
-        assert report["hint"] == f"needs a login: run `mcp-stdio login {resource}`"
+        assert report["hint"] == f"needs a login: run `mcp-stdio login {resource}` (or check again with --oauth)"
 
         login = subprocess.run([relay_binary(), "login", resource, "--oauth-timeout", "30"], env={**os.environ, **env},
                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -139,12 +118,33 @@ def test_serve_behind_a_real_openid_provider_before_and_after_login(tmp_path):
                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout.strip()
         assert len(token) > 20
         assert token not in json.dumps(report) and token not in stderr
-    finally:
-        if serve:
-            serve.terminate()
-            serve.wait(timeout=15)
-        provider.terminate()
-        provider.wait(timeout=10)
+
+
+def test_check_oauth_logs_in_at_a_real_openid_provider_first(tmp_path):
+    """`check --oauth` with no stored login registers at oidc-provider, logs in (the browser
+    stand-in approves), and reports with the new login; the Python tool's `--check --oauth`
+    does the same and prints the text report. No token reaches either output."""
+    with serve_behind_openid_provider(tmp_path) as world:
+        code, report, stderr = check(world.resource, "--oauth", "--oauth-timeout", "30", "--log-level", "debug", env=world.env)
+        assert code == 0, (report, stderr)
+        assert report["auth"]["credential"] == "new-login"
+        assert report["auth"]["login"]["issuer"] == world.issuer
+        assert "login" in [step["step"] for step in report["timings"]["steps"]]
+        assert report["counts"]["tools"]["total"] >= 1
+        events = world.log.read_text().splitlines()
+        assert "registered" in events and "grant authorization_code" in events, events
+        token = subprocess.run([relay_binary(), "token", world.resource], env={**os.environ, **world.env},
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout.strip()
+        assert len(token) > 20
+        assert token not in json.dumps(report) and token not in stderr
+
+        fresh = {**world.env, "XDG_STATE_HOME": str(tmp_path / "fresh"), "HOME": str(tmp_path / "fresh")}
+        run = subprocess.run([relay_binary(), "--check", "--oauth", "--oauth-timeout", "30", world.resource],
+                             env={**os.environ, **fresh}, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, (run.stdout, run.stderr)
+        assert run.stdout.startswith(f"mcp-stdio check {world.resource}"), run.stdout
+        assert "used: new-login" in run.stdout, run.stdout
+        assert token not in run.stdout and token not in run.stderr
 
 
 class _Page(http.server.BaseHTTPRequestHandler):

@@ -4,45 +4,23 @@
 //! to the first question of every bug report, in one command.
 
 mod auth;
+mod config;
+mod failure;
 pub mod report;
 mod wire;
 
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde_json::{Map, Value};
-use url::Url;
 
 use crate::era::MODERN_VERSION;
 use crate::era::probe::{Verdict, classify};
-use crate::http::client::{ClientOptions, HttpClient};
-use crate::oauth::flow::ServerAuth;
-use crate::oauth::provider::TokenProvider;
+use crate::http::client::HttpClient;
+pub use config::{CheckConfig, TransportChoice};
+use failure::{Failed, failed, hint_for_status, unreachable, unreachable_message};
 use report::{Count, Report, ServerInfo};
 use wire::{Transport, Wire, WireError};
-
-/// `--transport`: found as the relay finds it, or taken as given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportChoice {
-    Auto,
-    StreamableHttp,
-    Sse,
-}
-
-pub struct CheckConfig {
-    pub url: Url,
-    pub client: ClientOptions,
-    /// `-H` headers.
-    pub headers: HeaderMap,
-    /// Which credential `headers` carry, if any: `bearer-token` or `header` (`-H`).
-    pub credential: &'static str,
-    /// Where the stored login is, and how to refresh it.
-    pub oauth: crate::oauth::OAuthConfig,
-    pub transport: TransportChoice,
-    pub max_message_size: usize,
-    /// `--max-pages`: list pages read per kind before the count stops.
-    pub max_pages: usize,
-}
 
 /// Runs the check; the report says whether the server answered.
 pub async fn run(config: CheckConfig) -> Report {
@@ -62,18 +40,6 @@ pub async fn run(config: CheckConfig) -> Report {
         report.ok = true;
     }
     report
-}
-
-struct Failed {
-    error: String,
-    hint: String,
-}
-
-fn failed(error: impl Into<String>, hint: impl Into<String>) -> Failed {
-    Failed {
-        error: error.into(),
-        hint: hint.into(),
-    }
 }
 
 async fn probe(config: &CheckConfig, report: &mut Report) -> Result<(), Failed> {
@@ -118,13 +84,19 @@ async fn probe(config: &CheckConfig, report: &mut Report) -> Result<(), Failed> 
 /// in what the server says about itself.
 async fn speak(config: &CheckConfig, report: &mut Report, wire: &mut Wire) -> Result<(), Failed> {
     if config.transport == TransportChoice::Sse {
-        let answer = wire.open_sse().await.map_err(|e| unreachable(config, &e))?;
+        let answer = wire
+            .open_sse()
+            .await
+            .map_err(|e| unreachable(&config.url, &e))?;
         report.transport = Some("sse");
         return handshake(report, wire, &answer).await;
     }
-    let mut posted = wire.discover().await.map_err(|e| unreachable(config, &e))?;
+    let mut posted = wire
+        .discover()
+        .await
+        .map_err(|e| unreachable(&config.url, &e))?;
     if matches!(posted.status.as_u16(), 401 | 403) {
-        posted = authenticate(config, report, wire, posted).await?;
+        posted = auth::authenticate(config, report, wire, posted).await?;
     }
     let answer = posted
         .answer
@@ -165,7 +137,7 @@ async fn legacy(config: &CheckConfig, report: &mut Report, wire: &mut Wire) -> R
     let posted = wire
         .initialize()
         .await
-        .map_err(|e| unreachable(config, &e))?;
+        .map_err(|e| unreachable(&config.url, &e))?;
     let status = posted.status;
     if let Some(answer) = posted.answer.filter(|_| status.is_success()) {
         report.transport = Some("streamable-http");
@@ -189,7 +161,7 @@ async fn legacy(config: &CheckConfig, report: &mut Report, wire: &mut Wire) -> R
                 report.transport = Some("sse");
                 return handshake(report, wire, &answer).await;
             }
-            Err(WireError::Network(e)) => return Err(unreachable_message(config, &e)),
+            Err(WireError::Network(e)) => return Err(unreachable_message(&config.url, &e)),
             Err(WireError::Protocol(why)) if status == StatusCode::NOT_FOUND => {
                 return Err(failed(
                     format!("no MCP endpoint at this URL: the POST got HTTP 404, and {why}"),
@@ -265,108 +237,6 @@ fn describe(report: &mut Report, result: &Value) {
         .is_some_and(|s| !s.is_empty());
 }
 
-/// A 401/403 to the first request: what the server asks for, then the stored login (or
-/// the one given) and the request again.
-async fn authenticate(
-    config: &CheckConfig,
-    report: &mut Report,
-    wire: &mut Wire,
-    refused: wire::Posted,
-) -> Result<wire::Posted, Failed> {
-    let challenge = auth::challenge_in(&refused.headers);
-    report.auth.required = true;
-    let oauth = server_auth(config)?;
-    auth::discover(&mut report.auth, &oauth, challenge.as_ref()).await;
-    report.auth.login = auth::stored_login(&oauth);
-    let login = format!("mcp-stdio login {}", config.url);
-    let has_server = report.auth.issuer.is_some();
-    if let Some(given) = config.headers.get(http::header::AUTHORIZATION) {
-        report.auth.credential = config.credential;
-        wire.authorization = Some(given.clone());
-        let again = wire.discover().await.map_err(|e| unreachable(config, &e))?;
-        if !matches!(again.status.as_u16(), 401 | 403) {
-            return Ok(again);
-        }
-        return Err(failed(
-            format!("HTTP {} to the credential given", again.status),
-            if again.status == StatusCode::FORBIDDEN {
-                "the credential lacks a permission (scope) this server needs".to_owned()
-            } else if has_server {
-                format!(
-                    "the token is not accepted; get a new one, or run `{login}` and leave --bearer-token out"
-                )
-            } else {
-                "the token is not accepted; check it with the server's operator".to_owned()
-            },
-        ));
-    }
-    if report.auth.login.is_none() {
-        let hint = if has_server {
-            format!("needs a login: run `{login}`")
-        } else {
-            "needs a bearer token: pass --bearer-token (or MCP_BEARER_TOKEN) or -H 'Authorization: Bearer …'".to_owned()
-        };
-        return Err(failed(
-            format!("HTTP {}: the server requires authorization", refused.status),
-            hint,
-        ));
-    }
-    let provider = TokenProvider::new(oauth, false);
-    let Some(value) = provider.authorization().await else {
-        return Err(failed(
-            "the stored login could not be used (it expired and could not be refreshed)",
-            format!("log in again: run `{login}`"),
-        ));
-    };
-    wire.authorization = Some(value.clone());
-    report.auth.credential = "stored-login";
-    let again = wire.discover().await.map_err(|e| unreachable(config, &e))?;
-    if again.status != StatusCode::UNAUTHORIZED {
-        return refused_or(again, &login);
-    }
-    // Refused although fresh-looking: refresh once, as the relay would.
-    match provider
-        .after_unauthorized(Some(&value), auth::challenge_in(&again.headers))
-        .await
-    {
-        Ok(fresh) => {
-            wire.authorization = Some(fresh);
-            let third = wire.discover().await.map_err(|e| unreachable(config, &e))?;
-            refused_or(third, &login)
-        }
-        Err(_) => Err(failed(
-            "the server refused the stored login's access token, and it could not be refreshed",
-            format!("log in again: run `{login}`"),
-        )),
-    }
-}
-
-fn refused_or(posted: wire::Posted, login: &str) -> Result<wire::Posted, Failed> {
-    match posted.status.as_u16() {
-        401 => Err(failed(
-            "the server refused the stored login's access token",
-            format!("log in again: run `{login}`"),
-        )),
-        403 => Err(failed(
-            "HTTP 403: the stored login lacks a permission (scope) this server needs",
-            format!("log in again with the scope it needs: run `{login} --scope '…'`"),
-        )),
-        _ => Ok(posted),
-    }
-}
-
-/// The login state of the server being checked (the token store opened on demand).
-fn server_auth(config: &CheckConfig) -> Result<ServerAuth, Failed> {
-    config
-        .oauth
-        .server_auth(
-            config.client.clone(),
-            config.max_message_size,
-            config.url.clone(),
-        )
-        .map_err(|e| failed(e, "check --token-store (auto, keyring or file)"))
-}
-
 /// Tools, resources, resource templates and prompts: counted page by page, for what the
 /// server's capabilities offer.
 async fn count_everything(config: &CheckConfig, report: &mut Report, wire: &mut Wire) {
@@ -439,42 +309,4 @@ fn error_text(error: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("(no message)");
     format!("{message} ({code})")
-}
-
-fn unreachable(config: &CheckConfig, e: &WireError) -> Failed {
-    match e {
-        WireError::Network(why) => unreachable_message(config, why),
-        WireError::Protocol(why) => failed(
-            why.clone(),
-            "check the URL is the server's MCP endpoint (often /mcp or /sse)",
-        ),
-    }
-}
-
-fn unreachable_message(config: &CheckConfig, why: &str) -> Failed {
-    let place = match (config.url.host_str(), config.url.port_or_known_default()) {
-        (Some(host), Some(port)) => format!("{host}:{port}"),
-        _ => config.url.as_str().to_owned(),
-    };
-    failed(
-        format!("cannot reach {place}: {why}"),
-        "is the server running, and are the host and port right? (a proxy, if any, comes from HTTPS_PROXY / HTTP_PROXY)",
-    )
-}
-
-fn hint_for_status(status: StatusCode, url: &Url) -> String {
-    match status.as_u16() {
-        404 => "check the path: MCP endpoints are often /mcp (Streamable HTTP) or /sse (HTTP+SSE)"
-            .into(),
-        405 => "this URL does not take MCP POSTs; check the path (often /mcp or /sse)".into(),
-        429 | 503 => "the server is busy or starting; try again shortly".into(),
-        501 => format!(
-            "{url} does not take POST requests: it is not an MCP endpoint (those are often /mcp or /sse)"
-        ),
-        500..=599 => "the server failed; its own logs will say why".into(),
-        200..=299 => format!(
-            "{url} answered, but not as an MCP server: is this the MCP endpoint (often /mcp or /sse)?"
-        ),
-        _ => "check the URL is the server's MCP endpoint (often /mcp or /sse)".into(),
-    }
 }

@@ -437,7 +437,7 @@ impl Wire {
         })
     }
 
-    fn note(&mut self, step: &str, status: Option<u16>, started: Instant) {
+    pub(super) fn note(&mut self, step: &str, status: Option<u16>, started: Instant) {
         self.steps.push(Step {
             step: step.to_owned(),
             status,

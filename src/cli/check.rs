@@ -47,8 +47,14 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_pages: u64,
 
+    /// When the server needs a login and none is stored, log in first (browser,
+    /// authorization code with PKCE; with --oauth-device, the device flow), as the relay's
+    /// --oauth would, and keep the login for the relay.
+    #[arg(long)]
+    oauth: bool,
+
     #[command(flatten)]
-    oauth: OAuthArgs,
+    oauth_args: OAuthArgs,
 
     #[command(flatten)]
     connection: Connection,
@@ -71,6 +77,11 @@ pub fn check(args: CheckArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    run_check(config, json)
+}
+
+/// Runs the check and prints its report (JSON or text); 0 when the server answered, else 1.
+pub(super) fn run_check(config: CheckConfig, json: bool) -> i32 {
     run_async(async move {
         let report = crate::check::run(config).await;
         let out = if json {
@@ -108,11 +119,15 @@ fn check_config(args: CheckArgs) -> Result<CheckConfig, String> {
         }
         headers.insert(name, value);
     }
+    let interactive = args.oauth || args.oauth_args.oauth_device;
+    if interactive && credential != "none" {
+        return Err("--oauth / --oauth-device cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
+    }
     let client = client_options(&args.connection)?;
     let oauth = OAuthConfig {
-        settings: args.oauth.settings()?,
-        interactive: false,
-        store: store_config(args.oauth.store)?,
+        settings: args.oauth_args.settings()?,
+        interactive,
+        store: store_config(args.oauth_args.store)?,
     };
     Ok(CheckConfig {
         url,

@@ -72,6 +72,19 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
+        Command::Relay(args) if args.check => {
+            logging::init(args.log_level, args.log_format);
+            if std::env::args().any(|a| a == "--test") {
+                tracing::warn!("--test is deprecated: use `mcp-stdio check URL` (or --check)");
+            }
+            match relay::check_config(args, |name| std::env::var(name).ok()) {
+                Ok(config) => check::run_check(config, false),
+                Err(message) => {
+                    report_usage_error(&message);
+                    EXIT_USAGE
+                }
+            }
+        }
         Command::Relay(args) => {
             logging::init(args.log_level, args.log_format);
             let config = match relay::relay_config(args, |name| std::env::var(name).ok()) {

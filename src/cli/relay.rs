@@ -8,6 +8,7 @@ use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
 use super::oauth;
 use super::{non_negative_seconds, parse_upstream_url, positive_seconds};
+use crate::check::CheckConfig;
 use crate::http::client::ClientOptions;
 use crate::logging::{LogFormat, LogLevel};
 use crate::relay::RelayConfig;
@@ -111,6 +112,12 @@ pub struct RelayArgs {
     /// (input_required); the call is abandoned after that.
     #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=100))]
     max_input_rounds: u32,
+
+    /// Probe the server once, print what it speaks (the report of `mcp-stdio check URL`)
+    /// and exit: 0 when it answered, 1 when it did not. With --oauth and no stored login it
+    /// logs in first. The Python tool's form; `--test` is its deprecated alias.
+    #[arg(long, alias = "test")]
+    pub check: bool,
 
     /// Seconds the host may take to answer a question the server asked during a call
     /// (an elicitation, a sampling request, its roots).
@@ -224,6 +231,48 @@ pub fn relay_config(
         oauth,
     })
 }
+
+/// The relay's flags read as a `check` (the Python tool's `--check`): the same headers,
+/// credential, connection, transport and login settings, validated the same way.
+pub fn check_config(
+    args: RelayArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<CheckConfig, String> {
+    let names_authorization = |raw: &String| {
+        raw.split_once(':')
+            .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
+    };
+    let credential = if args.headers.iter().any(names_authorization) {
+        "header"
+    } else if args.bearer_token.as_deref().is_some_and(|t| !t.is_empty()) {
+        "bearer-token"
+    } else {
+        "none"
+    };
+    let oauth = crate::oauth::OAuthConfig {
+        settings: args.oauth_args.settings()?,
+        interactive: args.oauth || args.oauth_args.oauth_device,
+        store: super::tokens::store_config(args.oauth_args.store)?,
+    };
+    let relay = relay_config(args, env)?;
+    Ok(CheckConfig {
+        url: relay.url,
+        client: relay.client,
+        headers: relay.headers,
+        credential,
+        oauth,
+        transport: match relay.transport {
+            TransportChoice::StreamableHttp => crate::check::TransportChoice::StreamableHttp,
+            TransportChoice::Sse => crate::check::TransportChoice::Sse,
+            TransportChoice::Auto => crate::check::TransportChoice::Auto,
+        },
+        max_message_size: relay.max_message_size,
+        max_pages: CHECK_MAX_PAGES,
+    })
+}
+
+/// `check --max-pages`' default, which `--check` (having no such flag) uses.
+const CHECK_MAX_PAGES: usize = 100;
 
 /// Parses `-H 'Name: value'`, expanding `${VAR}` in the value.
 pub(super) fn parse_header(

@@ -47,6 +47,11 @@ impl TokenProvider {
         }
     }
 
+    /// The server's login state this provider draws on (its stored grant, its settings).
+    pub fn server_auth(&self) -> &ServerAuth {
+        &self.session
+    }
+
     /// The value for the next request's `Authorization` header; `None` before any login
     /// (the server's 401 then starts one). Refreshes first when the token is about to expire.
     pub async fn authorization(&self) -> Option<HeaderValue> {

@@ -151,7 +151,10 @@ async fn an_embedded_authorization_server_is_discovered() {
     assert!(auth["problem"].is_null(), "{auth}");
     assert_eq!(
         report["hint"],
-        format!("needs a login: run `mcp-stdio login {}`", serve.url)
+        format!(
+            "needs a login: run `mcp-stdio login {}` (or check again with --oauth)",
+            serve.url
+        )
     );
 
     // A token from a sign-in is accepted, and never printed.

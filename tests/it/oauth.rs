@@ -329,6 +329,30 @@ fn browser(dir: &std::path::Path) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// Runs the binary as a terminal command with this browser and token store; returns
+/// (exit code, stdout, stderr).
+fn terminal(browser: &str, state: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(binary())
+        .args(args)
+        .env("BROWSER", browser)
+        .env("XDG_STATE_HOME", state)
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/mcp-stdio-test-bus",
+        )
+        .env_remove("MCP_BEARER_TOKEN")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 fn secrets_in(text: &str) -> Vec<&'static str> {
     ["at-secret", "rt-secret", "code-secret", "code_verifier"]
         .into_iter()
@@ -455,26 +479,7 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
     let home = tempfile::tempdir().unwrap();
     let browser = browser(home.path());
     let state = home.path().join("state");
-    let run = |args: &[&str]| {
-        let output = std::process::Command::new(binary())
-            .args(args)
-            .env("BROWSER", &browser)
-            .env("XDG_STATE_HOME", &state)
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                "unix:path=/nonexistent/mcp-stdio-test-bus",
-            )
-            .env_remove("HTTP_PROXY")
-            .env_remove("http_proxy")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        (
-            output.status.code().unwrap(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| terminal(&browser, &state, args);
     let url = upstream.url.clone();
     let (code, stdout, stderr) = run(&["login", &url, "--log-level", "trace"]);
     assert_eq!(code, 0, "{stderr}");
@@ -512,6 +517,95 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
     assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
     let (_, stdout, _) = run(&["status"]);
     assert!(stdout.contains("no stored logins"), "{stdout}");
+}
+
+// Multi-threaded: the commands run as blocking child processes while the fake servers
+// keep answering on the other worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_oauth_logs_in_first_and_the_python_tools_check_form_works() {
+    let (upstream, world) = world(3600).await;
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser(home.path());
+    let state = home.path().join("state");
+    let run = |args: &[&str]| terminal(&browser, &state, args);
+    let url = upstream.url.clone();
+
+    // Without --oauth and no stored login: the server answered, but the check says how to
+    // get in, and no login was started.
+    let (code, stdout, stderr) = run(&["check", &url, "--json"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["auth"]["required"], true);
+    let hint = report["hint"].as_str().unwrap();
+    assert!(
+        hint.contains(&format!("mcp-stdio login {url}")) && hint.contains("--oauth"),
+        "{hint}"
+    );
+    assert_eq!(*world.issued.lock().unwrap(), 0, "no login without --oauth");
+
+    // With --oauth: a browser login first, then the whole report, and no secret anywhere.
+    let (code, stdout, stderr) = run(&["check", &url, "--oauth", "--json", "--log-level", "trace"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["auth"]["credential"], "new-login", "{report}");
+    assert_eq!(report["auth"]["login"]["issuer"], world.base(), "{report}");
+    assert_eq!(report["auth"]["login"]["refreshable"], true);
+    assert_eq!(report["server"]["name"], "fake", "{report}");
+    let steps: Vec<&str> = report["timings"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert!(steps.contains(&"login"), "{steps:?}");
+    assert_eq!(*world.issued.lock().unwrap(), 1, "one login");
+    assert!(stderr.contains("DEBUG"), "debug logging was on: {stderr}");
+    assert_eq!(secrets_in(&stdout), Vec::<&str>::new(), "{stdout}");
+    assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+
+    // The login was kept: a plain check uses it.
+    let (code, stdout, _) = run(&["check", &url, "--json"]);
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["auth"]["credential"], "stored-login");
+    assert_eq!(*world.issued.lock().unwrap(), 1, "no second login");
+
+    // The Python tool's form: relay flags plus --check print the text report; its
+    // deprecated --test still works and says so.
+    let (code, stdout, stderr) = run(&["--check", &url, "--max-in-flight", "8"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!("mcp-stdio check {url}")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("used: stored-login"), "{stdout}");
+    assert!(!stderr.contains("deprecated"), "{stderr}");
+    let (code, stdout, stderr) = run(&["--test", &url]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("--test is deprecated"), "{stderr}");
+    assert!(stdout.contains("answered"), "{stdout}");
+
+    // --check --oauth with an empty store logs in first, as the Python tool does.
+    let fresh = home.path().join("fresh-state");
+    let (code, stdout, stderr) = terminal(&browser, &fresh, &["--check", "--oauth", &url]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("used: new-login"), "{stdout}");
+    assert_eq!(*world.issued.lock().unwrap(), 2);
+    assert_eq!(secrets_in(&stdout), Vec::<&str>::new(), "{stdout}");
+
+    // A login and a static credential at once is a usage error, in both forms.
+    for args in [
+        &["check", &url, "--oauth", "--bearer-token", "at-secret-x"][..],
+        &["--check", "--oauth", "--bearer-token", "at-secret-x", &url][..],
+    ] {
+        let (code, stdout, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("choose one way to authenticate"),
+            "{stderr}"
+        );
+        assert_eq!(secrets_in(&stderr), Vec::<&str>::new(), "{stderr}");
+    }
 }
 
 #[tokio::test]
