@@ -10,6 +10,16 @@ use crate::common::serve::*;
 use crate::common::signin::sign_in;
 use crate::common::{DEADLINE, binary};
 
+/// The names of a check report's timed steps, in order.
+pub fn step_names(report: &Value) -> Vec<&str> {
+    report["timings"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect()
+}
+
 /// Runs `mcp-stdio check ARGS --json`; returns (exit code, report, stderr).
 async fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
     let mut command = tokio::process::Command::new(binary());
@@ -71,12 +81,7 @@ async fn an_open_serve_is_described_in_both_eras() {
     assert_eq!(report["era"], "handshake");
     assert_eq!(report["protocol_version"], "2025-11-25");
     assert!(report["server"]["name"].is_string(), "{report}");
-    let steps: Vec<&str> = report["timings"]["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["step"].as_str().unwrap())
-        .collect();
+    let steps = step_names(&report);
     assert!(steps.contains(&"initialize"), "{steps:?}");
     assert_eq!(steps.last(), Some(&"DELETE (end the session)"));
 }

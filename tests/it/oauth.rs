@@ -551,12 +551,7 @@ async fn check_with_oauth_logs_in_first_and_the_python_tools_check_form_works() 
     assert_eq!(report["auth"]["login"]["issuer"], world.base(), "{report}");
     assert_eq!(report["auth"]["login"]["refreshable"], true);
     assert_eq!(report["server"]["name"], "fake", "{report}");
-    let steps: Vec<&str> = report["timings"]["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["step"].as_str().unwrap())
-        .collect();
+    let steps = crate::check::step_names(&report);
     assert!(steps.contains(&"login"), "{steps:?}");
     assert_eq!(*world.issued.lock().unwrap(), 1, "one login");
     assert!(stderr.contains("DEBUG"), "debug logging was on: {stderr}");
