@@ -156,12 +156,19 @@ async fn churn(serve: &Serve, n: usize) {
 async fn churn_of_1000_sessions_returns_fds_tasks_and_children_to_baseline() {
     let serve = Serve::start(&["--spare-children", "2"]).await;
     churn(&serve, 8).await;
-    // The baseline: warmed up, the two spares started, no session open.
+    // The baseline: warmed up, the two spares started, no session open, and the warm-up
+    // sessions' children gone (a closed session's child takes its EOF grace to exit, so
+    // the gauges settle before the kernel's child list does).
+    let pid = serve.child.id().unwrap();
     let start = Instant::now();
     while serve.gauge("mcp_stdio_spare_children").await != 2
         || serve.gauge("mcp_stdio_sessions").await != 0
+        || children_of(pid).len() != 2
     {
-        assert!(start.elapsed() < DEADLINE, "the spares never came back");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the spares never came back, or the warm-up children never exited"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let baseline = Holdings::of(&serve).await;
