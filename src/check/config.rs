@@ -6,6 +6,9 @@ use url::Url;
 
 use crate::http::client::ClientOptions;
 
+/// `check --max-pages`' default; the relay's `--check`, which has no such flag, uses it.
+pub const DEFAULT_MAX_PAGES: u64 = 100;
+
 /// `--transport`: found as the relay finds it, or taken as given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportChoice {

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use crate::era::MODERN_VERSION;
 use crate::era::probe::{Verdict, classify};
 use crate::http::client::HttpClient;
-pub use config::{CheckConfig, TransportChoice};
+pub use config::{CheckConfig, DEFAULT_MAX_PAGES, TransportChoice};
 use failure::{Failed, failed, hint_for_status, unreachable, unreachable_message};
 use report::{Count, Report, ServerInfo};
 use wire::{Transport, Wire, WireError};

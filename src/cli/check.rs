@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
-use http::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 
 use super::oauth::OAuthArgs;
 use super::tokens::{Connection, client_options, store_config};
@@ -44,7 +43,7 @@ pub struct CheckArgs {
 
     /// List pages read per kind (tools, resources, templates, prompts) before the count
     /// stops and says "or more".
-    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, value_name = "N", default_value_t = crate::check::DEFAULT_MAX_PAGES, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_pages: u64,
 
     /// When the server needs a login and none is stored, log in first (browser,
@@ -102,27 +101,13 @@ pub(super) fn run_check(config: CheckConfig, json: bool) -> i32 {
 fn check_config(args: CheckArgs) -> Result<CheckConfig, String> {
     let url = parse_upstream_url(&args.url)?;
     let env = |name: &str| std::env::var(name).ok();
-    let mut headers = HeaderMap::new();
-    let mut credential = "none";
-    if let Some(token) = args.bearer_token.as_deref().filter(|t| !t.is_empty()) {
-        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-            "--bearer-token / MCP_BEARER_TOKEN: the token holds a control character or non-ASCII byte; pass the bare token".to_owned()
-        })?;
-        value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
-        credential = "bearer-token";
-    }
-    for raw in &args.headers {
-        let (name, value) = super::relay::parse_header(raw, &env)?;
-        if name == AUTHORIZATION {
-            credential = "header";
-        }
-        headers.insert(name, value);
-    }
     let interactive = args.oauth || args.oauth_args.oauth_device;
-    if interactive && credential != "none" {
-        return Err("--oauth / --oauth-device cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
-    }
+    let given = super::relay::given_credential(
+        args.bearer_token.as_deref(),
+        &args.headers,
+        interactive,
+        &env,
+    )?;
     let client = client_options(&args.connection)?;
     let oauth = OAuthConfig {
         settings: args.oauth_args.settings()?,
@@ -132,8 +117,8 @@ fn check_config(args: CheckArgs) -> Result<CheckConfig, String> {
     Ok(CheckConfig {
         url,
         client,
-        headers,
-        credential,
+        headers: given.headers,
+        credential: given.credential,
         oauth,
         transport: match args.transport {
             TransportArg::Auto => TransportChoice::Auto,

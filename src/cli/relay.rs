@@ -144,6 +144,14 @@ pub fn relay_config(
     args: RelayArgs,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<RelayConfig, String> {
+    validate(args, env).map(|(config, _)| config)
+}
+
+/// The relay's config, and which credential its headers carry (`check_config` reports it).
+fn validate(
+    args: RelayArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(RelayConfig, &'static str), String> {
     let url = parse_upstream_url(&args.url)?;
     let uri: http::Uri = url
         .as_str()
@@ -151,25 +159,13 @@ pub fn relay_config(
         .map_err(|e| format!("URL: {e}; give an http:// or https:// URL"))?;
     // An unusable proxy setting is a bad environment value: say so now, with exit 2.
     crate::http::connect::Route::for_upstream(&uri)?;
-    let mut headers = HeaderMap::new();
-    if let Some(token) = args.bearer_token.as_deref() {
-        if token.is_empty() {
-            tracing::warn!("the bearer token is empty; no Authorization header will be sent");
-        } else {
-            let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                "--bearer-token / MCP_BEARER_TOKEN: the token holds a control character or non-ASCII byte; pass the bare token".to_owned()
-            })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-    }
-    for raw in &args.headers {
-        let (name, value) = parse_header(raw, &env)?;
-        if name == AUTHORIZATION && headers.contains_key(AUTHORIZATION) {
-            tracing::warn!("-H Authorization overrides --bearer-token");
-        }
-        headers.insert(name, value);
-    }
+    let interactive = args.oauth || args.oauth_args.oauth_device;
+    let given = given_credential(
+        args.bearer_token.as_deref(),
+        &args.headers,
+        interactive,
+        &env,
+    )?;
     let extra_roots = match &args.ca_cert {
         Some(path) => crate::http::client::parse_extra_roots(
             &std::fs::read(path)
@@ -182,11 +178,7 @@ pub fn relay_config(
         read_timeout: Some(args.timeout_read),
         extra_roots,
     };
-    let static_authorization = headers.contains_key(AUTHORIZATION);
-    let interactive = args.oauth || args.oauth_args.oauth_device;
-    if interactive && static_authorization {
-        return Err("--oauth / --oauth-device cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
-    }
+    let static_authorization = given.credential != "none";
     let settings = args.oauth_args.settings()?;
     let oauth = match oauth::token_file(&env) {
         _ if static_authorization => None,
@@ -203,9 +195,9 @@ pub fn relay_config(
         Err(e) if interactive => return Err(format!("--oauth: {e}")),
         Err(_) => None,
     };
-    Ok(RelayConfig {
+    let config = RelayConfig {
         url,
-        headers,
+        headers: given.headers,
         client,
         sse_read_timeout: (!args.sse_read_timeout.is_zero()).then_some(args.sse_read_timeout),
         max_message_size: args.max_message_size as usize,
@@ -229,6 +221,56 @@ pub fn relay_config(
         input_timeout: args.input_timeout,
         shutdown_grace: args.shutdown_grace,
         oauth,
+    };
+    Ok((config, given.credential))
+}
+
+/// The credential given on the command line: `--bearer-token` / `MCP_BEARER_TOKEN` and
+/// the `-H` headers, parsed the one way the relay and both forms of `check` share.
+pub(super) struct GivenCredential {
+    pub headers: HeaderMap,
+    /// `none`, `bearer-token` or `header` (an `-H Authorization`, which wins).
+    pub credential: &'static str,
+}
+
+/// Parses the given credential and headers; a login flag (`interactive`) beside a static
+/// `Authorization` is refused, since only one of them could be used.
+pub(super) fn given_credential(
+    bearer_token: Option<&str>,
+    raw_headers: &[String],
+    interactive: bool,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<GivenCredential, String> {
+    let mut headers = HeaderMap::new();
+    let mut credential = "none";
+    if let Some(token) = bearer_token {
+        if token.is_empty() {
+            tracing::warn!("the bearer token is empty; no Authorization header will be sent");
+        } else {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                "--bearer-token / MCP_BEARER_TOKEN: the token holds a control character or non-ASCII byte; pass the bare token".to_owned()
+            })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+            credential = "bearer-token";
+        }
+    }
+    for raw in raw_headers {
+        let (name, value) = parse_header(raw, env)?;
+        if name == AUTHORIZATION {
+            if headers.contains_key(AUTHORIZATION) {
+                tracing::warn!("-H Authorization overrides --bearer-token");
+            }
+            credential = "header";
+        }
+        headers.insert(name, value);
+    }
+    if interactive && credential != "none" {
+        return Err("--oauth / --oauth-device cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization; choose one way to authenticate".into());
+    }
+    Ok(GivenCredential {
+        headers,
+        credential,
     })
 }
 
@@ -238,23 +280,12 @@ pub fn check_config(
     args: RelayArgs,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<CheckConfig, String> {
-    let names_authorization = |raw: &String| {
-        raw.split_once(':')
-            .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
-    };
-    let credential = if args.headers.iter().any(names_authorization) {
-        "header"
-    } else if args.bearer_token.as_deref().is_some_and(|t| !t.is_empty()) {
-        "bearer-token"
-    } else {
-        "none"
-    };
     let oauth = crate::oauth::OAuthConfig {
         settings: args.oauth_args.settings()?,
         interactive: args.oauth || args.oauth_args.oauth_device,
         store: super::tokens::store_config(args.oauth_args.store)?,
     };
-    let relay = relay_config(args, env)?;
+    let (relay, credential) = validate(args, env)?;
     Ok(CheckConfig {
         url: relay.url,
         client: relay.client,
@@ -267,15 +298,12 @@ pub fn check_config(
             TransportChoice::Auto => crate::check::TransportChoice::Auto,
         },
         max_message_size: relay.max_message_size,
-        max_pages: CHECK_MAX_PAGES,
+        max_pages: crate::check::DEFAULT_MAX_PAGES as usize,
     })
 }
 
-/// `check --max-pages`' default, which `--check` (having no such flag) uses.
-const CHECK_MAX_PAGES: usize = 100;
-
 /// Parses `-H 'Name: value'`, expanding `${VAR}` in the value.
-pub(super) fn parse_header(
+fn parse_header(
     raw: &str,
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<(HeaderName, HeaderValue), String> {
