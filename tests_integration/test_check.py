@@ -144,6 +144,7 @@ def test_check_oauth_logs_in_at_a_real_openid_provider_first(tmp_path):
         assert run.returncode == 0, (run.stdout, run.stderr)
         assert run.stdout.startswith(f"mcp-stdio check {world.resource}"), run.stdout
         assert "used: new-login" in run.stdout, run.stdout
+        assert "to log in to" in run.stderr, run.stderr
         assert token not in run.stdout and token not in run.stderr
 
 

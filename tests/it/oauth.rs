@@ -313,6 +313,11 @@ impl Scene {
         ];
         Relay::start_with_env(&self.upstream.url, args, &env).await
     }
+
+    /// The binary as a terminal command with this scene's browser and token store.
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        terminal(&self.browser, &self.state, args)
+    }
 }
 
 /// A `$BROWSER` that follows the authorization redirect to the callback, as a user's
@@ -475,12 +480,10 @@ async fn without_oauth_a_dead_login_tells_the_host_to_run_login() {
 // keep answering on the other worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_then_status_token_and_logout_from_a_terminal() {
-    let (upstream, world) = world(3600).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let run = |args: &[&str]| terminal(&browser, &state, args);
-    let url = upstream.url.clone();
+    let scene = Scene::new(3600).await;
+    let (world, state) = (&scene.world, &scene.state);
+    let run = |args: &[&str]| scene.run(args);
+    let url = scene.upstream.url.clone();
     let (code, stdout, stderr) = run(&["login", &url, "--log-level", "trace"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.is_empty());
@@ -523,12 +526,10 @@ async fn login_then_status_token_and_logout_from_a_terminal() {
 // keep answering on the other worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_with_oauth_logs_in_first_and_the_python_tools_check_form_works() {
-    let (upstream, world) = world(3600).await;
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser(home.path());
-    let state = home.path().join("state");
-    let run = |args: &[&str]| terminal(&browser, &state, args);
-    let url = upstream.url.clone();
+    let scene = Scene::new(3600).await;
+    let world = &scene.world;
+    let run = |args: &[&str]| scene.run(args);
+    let url = scene.upstream.url.clone();
 
     // Without --oauth and no stored login: the server answered, but the check says how to
     // get in, and no login was started.
@@ -567,13 +568,21 @@ async fn check_with_oauth_logs_in_first_and_the_python_tools_check_form_works() 
 
     // The Python tool's form: relay flags plus --check print the text report; its
     // deprecated --test still works and says so.
-    let (code, stdout, stderr) = run(&["--check", &url, "--max-in-flight", "8"]);
+    let (code, stdout, stderr) = run(&[
+        "--check",
+        &url,
+        "--max-in-flight",
+        "8",
+        "--log-level",
+        "debug",
+    ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(
         stdout.starts_with(&format!("mcp-stdio check {url}")),
         "{stdout}"
     );
     assert!(stdout.contains("used: stored-login"), "{stdout}");
+    assert!(stderr.contains("DEBUG"), "debug logging was on: {stderr}");
     assert!(!stderr.contains("deprecated"), "{stderr}");
     let (code, stdout, stderr) = run(&["--test", &url]);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -581,8 +590,8 @@ async fn check_with_oauth_logs_in_first_and_the_python_tools_check_form_works() 
     assert!(stdout.contains("answered"), "{stdout}");
 
     // --check --oauth with an empty store logs in first, as the Python tool does.
-    let fresh = home.path().join("fresh-state");
-    let (code, stdout, stderr) = terminal(&browser, &fresh, &["--check", "--oauth", &url]);
+    let fresh = scene.state.with_file_name("fresh-state");
+    let (code, stdout, stderr) = terminal(&scene.browser, &fresh, &["--check", "--oauth", &url]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("used: new-login"), "{stdout}");
     assert_eq!(*world.issued.lock().unwrap(), 2);
