@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from helpers.host import relay_binary
 from helpers.processes import start_serve, stop_serve
+from helpers.results import checked, output_schemas
 
 pytestmark = pytest.mark.anyio
 
@@ -113,7 +114,7 @@ async def test_reads_come_back_typed_fenced_redacted_and_receipted(database, tmp
         assert structured["rows"][0] == {"id": 1, "name": "ada", "balance": "12.50", "big": "9007199254740993",
                                          "at": "2026-12-02T06:00:00+00:00", "avatar": "AP8=", "doc": {"k": 1}}
         receipt = structured["receipt"]
-        assert receipt["sql"].endswith("LIMIT 1000") and receipt["row_count"] == 3 and not receipt["truncated"]
+        assert receipt["sql"].endswith("LIMIT 1001") and receipt["limit"] == 1000 and receipt["row_count"] == 3 and not receipt["truncated"]
         assert receipt["server_version"].startswith("15")
         text = result.content[0].text
         assert "<untrusted-content" in text
@@ -128,11 +129,84 @@ async def test_limits_cap_rows_and_bytes(database, tmp_path):
     async with Client(sandbox(database, tmp_path, "--sql-max-rows", "10", "--sql-max-bytes", "2048"), mode="legacy", cache=None) as client:
         capped = await sql(client, "SELECT * FROM app.orders LIMIT 40")
         assert capped.structured_content["row_count"] == 10 and capped.structured_content["truncated"]
-        assert capped.structured_content["receipt"]["sql"].endswith("LIMIT 10")
+        # One row past the cap is asked for, so a row past it proves the cap withheld rows.
+        assert capped.structured_content["receipt"]["sql"].endswith("LIMIT 11")
+        assert capped.structured_content["receipt"]["limit"] == 10
         fewer = await sql(client, "SELECT * FROM app.orders", max_rows=3)
-        assert fewer.structured_content["row_count"] == 3
+        assert fewer.structured_content["row_count"] == 3 and fewer.structured_content["truncated"]
         huge = await sql(client, "SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 100000) g")
         assert huge.structured_content["truncated"] and huge.structured_content["row_count"] < 10
+
+
+# app.orders has 50 rows (ids 1..50); the cap is --sql-max-rows 10. (query, rows, truncated):
+# truncated only when our cap withheld rows the query would have returned, never for the
+# query's own LIMIT; each side of the boundary, with fewer, exactly and more rows than asked.
+BOUNDARY = [
+    # the query's limit below the cap
+    ("SELECT id FROM app.orders ORDER BY id LIMIT 5", 5, False),
+    ("SELECT id FROM app.orders WHERE id <= 3 ORDER BY id LIMIT 5", 3, False),
+    ("SELECT id FROM app.orders WHERE id <= 5 ORDER BY id LIMIT 5", 5, False),
+    # at the cap
+    ("SELECT id FROM app.orders ORDER BY id LIMIT 10", 10, False),
+    ("SELECT id FROM app.orders WHERE id <= 7 ORDER BY id LIMIT 10", 7, False),
+    ("SELECT id FROM app.orders WHERE id <= 10 ORDER BY id LIMIT 10", 10, False),
+    # above the cap
+    ("SELECT id FROM app.orders ORDER BY id LIMIT 40", 10, True),
+    ("SELECT id FROM app.orders WHERE id <= 7 ORDER BY id LIMIT 40", 7, False),
+    ("SELECT id FROM app.orders WHERE id <= 10 ORDER BY id LIMIT 40", 10, False),
+    ("SELECT id FROM app.orders WHERE id <= 11 ORDER BY id LIMIT 40", 10, True),
+    ("SELECT id FROM app.orders ORDER BY id LIMIT 11", 10, True),
+    # no limit of its own
+    ("SELECT id FROM app.orders ORDER BY id", 10, True),
+    ("SELECT id FROM app.orders WHERE id <= 10 ORDER BY id", 10, False),
+    ("SELECT id FROM app.orders WHERE id <= 9 ORDER BY id", 9, False),
+    # FETCH FIRST is a limit of its own too; an offset moves the window, not the rule
+    ("SELECT id FROM app.orders ORDER BY id FETCH FIRST 10 ROWS ONLY", 10, False),
+    ("SELECT id FROM app.orders ORDER BY id LIMIT 10 OFFSET 45", 5, False),
+    ("SELECT id FROM app.orders ORDER BY id OFFSET 39", 10, True),
+    ("SELECT id FROM app.orders ORDER BY id OFFSET 40", 10, False),
+]
+
+
+async def test_truncated_means_our_cap_withheld_rows(database, tmp_path):
+    async with Client(sandbox(database, tmp_path, "--sql-max-rows", "10"), mode="legacy", cache=None) as client:
+        for query, rows, truncated in BOUNDARY:
+            result = await sql(client, query)
+            structured = result.structured_content
+            assert not result.is_error, (query, result.content[0].text)
+            assert structured["row_count"] == rows == len(structured["rows"]), (query, structured["row_count"])
+            assert structured["truncated"] is truncated, (query, structured["row_count"])
+            assert structured["receipt"]["truncated"] is truncated, query
+            assert structured["receipt"]["row_count"] == rows, query
+            first = structured["rows"][0]["id"] if rows else None
+            assert first in (1, 46, 40, 41), (query, first)
+
+
+# read_only_sql's results, each refusal kind included, as a schema-checking client reads them.
+SQL_KINDS = [
+    ("SELECT id, name FROM app.users ORDER BY id", None),
+    ("SELECT id FROM app.orders", None),
+    ("DELETE FROM app.orders", "MCP_QUERY_VIOLATION"),
+    ("SELECT app.bump()", "MCP_QUERY_VIOLATION"),
+    ("SELECT * FROM app.payroll", "MCP_ACCESS_DENIED"),
+    ("SELECT * FROM app.nope", "MCP_VALIDATION_ERROR"),
+    ("SELEKT 1", "MCP_VALIDATION_ERROR"),
+    ("SELECT count(*) FROM generate_series(1, 1000000000)", "MCP_EXECUTION_TIMEOUT"),
+]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_every_sql_result_matches_its_output_schema(database, tmp_path, mode):
+    flags = ("--sql-max-rows", "10", "--sql-timeout", "0.5")
+    async with Client(sandbox(database, tmp_path, *flags), mode=mode, cache=None) as client:
+        tools = await output_schemas(client)
+        for query, code in SQL_KINDS:
+            result = await sql(client, query)
+            got = checked(tools, "read_only_sql", result)
+            if code is None:
+                assert not result.is_error and got["rows"], (query, got)
+            else:
+                assert result.is_error and got["code"] == code, (query, got)
 
 
 ATTACKS = [
@@ -180,7 +254,8 @@ async def test_the_attack_corpus_is_refused_and_changes_nothing(database, tmp_pa
             result = await sql(client, query)
             assert result.is_error, query
             if code:
-                problem = result.structured_content
+                problem = result.meta["mcp-stdio/problem"]
+                assert result.structured_content is None, (query, problem)
                 assert problem["code"] == code, (query, problem)
                 assert problem["type"].startswith("urn:mcp-stdio:problem:"), problem
                 assert problem["status"] in (403, 422) and problem["title"] and problem["detail"], problem
@@ -192,7 +267,7 @@ async def test_the_attack_corpus_is_refused_and_changes_nothing(database, tmp_pa
 async def test_a_query_past_the_timeout_is_stopped_and_the_connection_stays_usable(database, tmp_path):
     async with Client(sandbox(database, tmp_path, "--sql-timeout", "1", "--sql-connections", "1"), mode="legacy", cache=None) as client:
         slow = await sql(client, "SELECT count(*) FROM generate_series(1, 1000000000)")
-        assert slow.is_error and slow.structured_content["code"] == "MCP_EXECUTION_TIMEOUT"
+        assert slow.is_error and slow.meta["mcp-stdio/problem"]["code"] == "MCP_EXECUTION_TIMEOUT"
         after = await sql(client, "SELECT 1 AS one")
         assert after.structured_content["rows"] == [{"one": 1}]
 

@@ -1,7 +1,8 @@
 //! A tool's output as an MCP `CallToolResult`: assembled whole first (the content block,
 //! fenced when it is workspace content, and `structuredContent` with the untrusted-content
 //! assessment), then redacted in one pass over everything, then the redaction report
-//! attached. A refusal is a result too, with `isError`, its problem document and a `remedy`.
+//! attached. A refusal is a result too, with `isError`, its words, and its problem document
+//! (with a `remedy`) as a JSON block and in `_meta`, never as `structuredContent`.
 
 use serde_json::{Value, json};
 
@@ -34,18 +35,29 @@ pub fn success(output: Output) -> Value {
     result
 }
 
-/// A refusal in-band: the text for the model, and the RFC 9457 problem document (with the
-/// remedy, and `error` as before) as `structuredContent`.
+/// Where a refusal's problem document travels in `_meta` (a prefixed key, as the spec asks of
+/// implementation-defined `_meta`).
+pub const PROBLEM_META_KEY: &str = "mcp-stdio/problem";
+
+/// A refusal in-band: the words for the model and the person (what was refused, why, what
+/// would work) as the first text block, the RFC 9457 problem document (with the remedy, and
+/// `error` as before) as a JSON text block and in `_meta`. Never as `structuredContent`: that
+/// must match the tool's `outputSchema`, and the TypeScript SDK client (Claude Code, Claude
+/// Desktop, Cursor, VS Code, the Inspector) validates it on error results too, so a problem
+/// document there hides the refusal behind a schema error (docs/sandbox.md, WORKAROUNDS).
 pub fn refusal(failure: &Failure) -> Value {
-    let mut structured = failure
+    let mut problem = failure
         .problem
         .document(&failure.message, &failure.invalid_params);
-    structured["remedy"] = failure.remedy.clone().into();
-    structured["error"] = failure.message.clone().into();
+    problem["remedy"] = failure.remedy.clone().into();
+    problem["error"] = failure.message.clone().into();
     let mut result = json!({
-        "content": [{"type": "text", "text": format!("{}. {}", failure.message, failure.remedy)}],
-        "structuredContent": structured,
+        "content": [
+            {"type": "text", "text": format!("{}. {}", failure.message, failure.remedy)},
+            {"type": "text", "text": problem.to_string()},
+        ],
         "isError": true,
+        "_meta": {PROBLEM_META_KEY: problem},
     });
     redact(&mut result, &mut Report::default());
     result

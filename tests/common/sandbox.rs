@@ -60,3 +60,26 @@ impl Sandbox {
         (answer["result"].clone(), raw)
     }
 }
+
+/// The problem document of an in-band refusal, after checking where it travels: in `_meta`,
+/// the same as the JSON text block after the words, and never as `structuredContent` (which
+/// must match the tool's `outputSchema`; the TypeScript client validates it on errors too).
+pub fn problem_of<'a>(result: &'a Value, raw: &str) -> &'a Value {
+    assert_eq!(result["isError"], true, "{raw}");
+    assert!(
+        result.get("structuredContent").is_none(),
+        "a refusal carries no structuredContent: {raw}"
+    );
+    let problem = &result["_meta"]["mcp-stdio/problem"];
+    assert!(problem.is_object(), "{raw}");
+    let words = result["content"][0]["text"].as_str().unwrap_or_default();
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        !detail.is_empty() && words.starts_with(detail),
+        "the first block says what was refused: {raw}"
+    );
+    let block: Value = serde_json::from_str(result["content"][1]["text"].as_str().unwrap())
+        .expect("the second block is the problem as JSON");
+    assert_eq!(&block, problem, "{raw}");
+    problem
+}

@@ -62,7 +62,7 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
 fn refused(result: &Value, raw: &str) {
     assert_eq!(result["isError"], true, "{raw}");
     // Every refusal is an RFC 9457 problem document with its stable code.
-    let problem = &result["structuredContent"];
+    let problem = crate::common::sandbox::problem_of(result, raw);
     assert!(
         problem["type"]
             .as_str()
@@ -87,9 +87,7 @@ fn refused(result: &Value, raw: &str) {
     );
     assert!(problem["invalid_params"].is_array(), "{raw}");
     assert!(
-        result["structuredContent"]["remedy"]
-            .as_str()
-            .is_some_and(|r| !r.is_empty()),
+        problem["remedy"].as_str().is_some_and(|r| !r.is_empty()),
         "{raw}"
     );
     assert!(!raw.contains("OUTSIDE-SECRET-CONTENT"), "leaked: {raw}");
@@ -151,8 +149,8 @@ async fn the_attack_corpus_is_refused_and_nothing_leaks() {
         .tool("read_file", json!({"path": "relative-out"}))
         .await;
     assert_eq!(
-        a["structuredContent"]["remedy"],
-        b["structuredContent"]["remedy"]
+        a["_meta"]["mcp-stdio/problem"]["remedy"],
+        b["_meta"]["mcp-stdio/problem"]["remedy"]
     );
     // A search of the whole root never reaches outside or the denylist.
     let (all, raw) = sandbox
@@ -628,11 +626,9 @@ async fn time_concurrency_and_hashing_are_bounded() {
             .unwrap()
             .contains("--max-concurrent-calls")
     );
-    assert_eq!(
-        refused[0]["result"]["structuredContent"]["code"],
-        "MCP_BUSY"
-    );
-    assert_eq!(refused[0]["result"]["structuredContent"]["status"], 503);
+    let problem = crate::common::sandbox::problem_of(&refused[0]["result"], "busy");
+    assert_eq!(problem["code"], "MCP_BUSY");
+    assert_eq!(problem["status"], 503);
 }
 
 #[test]

@@ -18,7 +18,7 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
 /// The problem document of an in-band refusal, after checking its fixed parts.
 fn problem<'a>(result: &'a Value, raw: &str, code: &str, status: u64) -> &'a Value {
     assert_eq!(result["isError"], true, "{raw}");
-    let problem = &result["structuredContent"];
+    let problem = crate::common::sandbox::problem_of(result, raw);
     assert_eq!(problem["code"], code, "{raw}");
     assert_eq!(problem["status"], status, "{raw}");
     let slug = code

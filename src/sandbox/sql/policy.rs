@@ -3,8 +3,10 @@
 //! TABLE), with nothing in its whole tree that writes (a DML statement in a CTE,
 //! `SELECT … INTO`), locks rows (`FOR UPDATE/SHARE`), takes a bind parameter, or calls a
 //! function whose effect outlives a rolled-back read-only transaction, reads the server's
-//! files, or runs SQL from a string. The outer limit becomes `min(literal, max_rows)`; the
-//! SQL that runs is regenerated from the checked tree (comments gone) and checked again.
+//! files, or runs SQL from a string. The outer limit becomes `min(literal, max_rows)`, asked
+//! one row further when the cap is what bounds it (so the tool can tell whether the cap
+//! withheld rows); the SQL that runs is regenerated from the checked tree (comments gone) and
+//! checked again.
 //! A filter, not a boundary: the read-only transaction and the role are the boundary.
 
 use std::ops::ControlFlow;
@@ -21,8 +23,18 @@ use sqlparser::parser::Parser;
 pub struct Checked {
     /// Regenerated from the checked tree, with the limit applied.
     pub sql: String,
-    /// The limit it carries (at most `max_rows`).
+    /// At most this many rows are returned (at most `max_rows`).
     pub limit: u64,
+    /// Whether `max_rows` (not the query's own limit) bounds the rows: the SQL then asks for
+    /// `limit + 1` rows, and a row past `limit` means the cap withheld rows.
+    pub capped: bool,
+}
+
+impl Checked {
+    /// The LIMIT the SQL that runs carries.
+    pub fn fetched(&self) -> u64 {
+        self.limit.saturating_add(u64::from(self.capped))
+    }
 }
 
 /// Why a query is refused: the kind decides the problem code, the text says what to change.
@@ -74,10 +86,11 @@ fn check_once(sql: &str, max_rows: u64) -> Result<Checked, Refusal> {
         return Err(refusal);
     }
     let _ = VisitMut::visit(&mut **query, &mut DropHints);
-    let limit = apply_limit(query, max_rows);
+    let (limit, capped) = apply_limit(query, max_rows);
     Ok(Checked {
         sql: statement.to_string(),
         limit,
+        capped,
     })
 }
 
@@ -112,7 +125,10 @@ fn statement_kind(statement: &Statement) -> String {
 
 /// The outer limit made `min(literal, max_rows)`; a missing, non-literal, `ALL`, `PERCENT`
 /// or `WITH TIES` limit becomes `max_rows`. `FETCH FIRST n ROWS ONLY` becomes a `LIMIT`.
-fn apply_limit(query: &mut Query, max_rows: u64) -> u64 {
+/// Returns the rows to return at most, and whether the cap (not the query) bounds them, in
+/// which case the SQL asks for one row more. `LIMIT max_rows + 1` read back gives the same
+/// answer, so the regenerated SQL is a fixed point.
+fn apply_limit(query: &mut Query, max_rows: u64) -> (u64, bool) {
     let literal = |expr: &Expr| match expr {
         Expr::Value(v) => match &v.value {
             Value::Number(n, false) => n.parse::<u64>().ok(),
@@ -127,7 +143,11 @@ fn apply_limit(query: &mut Query, max_rows: u64) -> u64 {
         }
         _ => None,
     };
-    let limit = asked.map_or(max_rows, |n| n.min(max_rows));
+    let (limit, capped) = match asked {
+        Some(n) if n <= max_rows => (n, false),
+        _ => (max_rows, true),
+    };
+    let fetched = limit.saturating_add(u64::from(capped));
     let offset = match query.limit_clause.take() {
         Some(LimitClause::LimitOffset { offset, .. }) => offset,
         Some(LimitClause::OffsetCommaLimit { offset, .. }) => Some(sqlparser::ast::Offset {
@@ -139,12 +159,12 @@ fn apply_limit(query: &mut Query, max_rows: u64) -> u64 {
     query.fetch = None;
     query.limit_clause = Some(LimitClause::LimitOffset {
         limit: Some(Expr::Value(
-            Value::Number(limit.to_string(), false).with_empty_span(),
+            Value::Number(fetched.to_string(), false).with_empty_span(),
         )),
         offset,
         limit_by: Vec::new(),
     });
-    limit
+    (limit, capped)
 }
 
 /// Optimizer hints (`SELECT --+ …`, `SELECT /*+ … */`) are comments to PostgreSQL, but

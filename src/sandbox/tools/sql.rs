@@ -1,6 +1,6 @@
 //! `read_only_sql`: one query through the policy, run read-only against the configured
 //! database, its rows as JSON with their types, and a receipt (the SQL that ran, its
-//! sha256, the row count, whether rows were cut, the server's version). Refusals carry the
+//! sha256, the row count, whether our caps withheld rows, the server's version). Refusals carry the
 //! stable code of what went wrong and what to change.
 
 use std::sync::OnceLock;
@@ -81,8 +81,9 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
         }
     };
     // The LIMIT bounds what the database sends; this bounds what we return whatever it sent.
+    // A row past the limit exists only when the cap asked one further: the cap withheld it.
     let mut answer_rows = answer.rows;
-    let over_limit = answer_rows.len() as u64 > checked.limit;
+    let cap_withheld = checked.capped && answer_rows.len() as u64 > checked.limit;
     answer_rows.truncate(usize::try_from(checked.limit).unwrap_or(usize::MAX));
     let table = rows::table(&answer.columns, answer_rows, sql.max_bytes);
     let row_count = table.rows.len();
@@ -92,7 +93,9 @@ pub fn read_only_sql(arguments: &Value, context: &Context<'_>) -> ToolResult {
         .map(Value::to_string)
         .collect::<Vec<_>>()
         .join("\n");
-    let truncated = table.truncated || over_limit || row_count as u64 >= checked.limit;
+    // Only our caps (--sql-max-rows, max_rows, --sql-max-bytes) make a result truncated:
+    // a query that asked for 10 rows and got 10 got everything it asked for.
+    let truncated = table.truncated || cap_withheld;
     Ok(Output {
         text,
         structured: json!({

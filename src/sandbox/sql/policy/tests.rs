@@ -36,18 +36,36 @@ fn plain_queries_are_allowed_and_regenerated_without_comments() {
         allowed(sql);
     }
     let checked = allowed("SELECT 1 /* hidden */ -- trailing\n");
-    assert_eq!(checked.sql, "SELECT 1 LIMIT 100");
+    assert_eq!(checked.sql, "SELECT 1 LIMIT 101");
     assert!(!checked.sql.contains("hidden"));
 }
 
 #[test]
 fn the_outer_limit_is_at_most_max_rows_whatever_was_asked() {
-    assert_eq!(allowed("SELECT * FROM t").limit, MAX);
+    // No limit of its own: the cap bounds it, and one row more is asked for, so a row past
+    // the cap tells the tool the cap withheld rows.
+    let open = allowed("SELECT * FROM t");
     assert_eq!(
-        allowed("SELECT * FROM t LIMIT 5").sql,
-        "SELECT * FROM t LIMIT 5"
+        (open.limit, open.capped, open.fetched()),
+        (MAX, true, MAX + 1)
     );
-    assert_eq!(allowed("SELECT * FROM t LIMIT 5000").limit, MAX);
+    assert!(open.sql.ends_with("LIMIT 101"), "{}", open.sql);
+    // The query's own limit below or at the cap is kept as written: nothing the cap withholds.
+    for (sql, limit) in [
+        ("SELECT * FROM t LIMIT 5", 5),
+        ("SELECT * FROM t LIMIT 99", 99),
+        ("SELECT * FROM t LIMIT 100", 100),
+    ] {
+        let checked = allowed(sql);
+        assert_eq!(checked.sql, sql);
+        assert_eq!((checked.limit, checked.capped), (limit, false), "{sql}");
+    }
+    // Above the cap: the cap bounds it, asked one further.
+    for sql in ["SELECT * FROM t LIMIT 101", "SELECT * FROM t LIMIT 5000"] {
+        let checked = allowed(sql);
+        assert_eq!((checked.limit, checked.capped), (MAX, true), "{sql}");
+        assert_eq!(checked.sql, "SELECT * FROM t LIMIT 101");
+    }
     for sql in [
         "SELECT * FROM t LIMIT ALL",
         "SELECT * FROM t LIMIT (SELECT 10)",
@@ -56,8 +74,8 @@ fn the_outer_limit_is_at_most_max_rows_whatever_was_asked() {
         "SELECT * FROM t ORDER BY a FETCH FIRST 3 ROWS WITH TIES",
     ] {
         let checked = allowed(sql);
-        assert_eq!(checked.limit, MAX, "{sql}");
-        assert!(checked.sql.ends_with("LIMIT 100"), "{sql}: {}", checked.sql);
+        assert_eq!((checked.limit, checked.capped), (MAX, true), "{sql}");
+        assert!(checked.sql.ends_with("LIMIT 101"), "{sql}: {}", checked.sql);
         assert!(!checked.sql.contains("FETCH"), "{}", checked.sql);
     }
     assert_eq!(
@@ -70,7 +88,7 @@ fn the_outer_limit_is_at_most_max_rows_whatever_was_asked() {
     );
     // The limit of a set operation is the outer one; inner limits stay as written.
     let union = allowed("(SELECT a FROM t LIMIT 1000) UNION (SELECT b FROM u)");
-    assert!(union.sql.ends_with(") LIMIT 100"), "{}", union.sql);
+    assert!(union.sql.ends_with(") LIMIT 101"), "{}", union.sql);
 }
 
 #[test]
