@@ -16,8 +16,14 @@ use crate::relay::link::session::Wire;
 
 /// The upstream's era, probing once if nobody has yet. `Ok(None)`: the probe saw no era
 /// evidence (authorization refused, a server error, the network): the caller goes on in the
-/// host's era for this request and a later one probes again.
-pub async fn upstream_era(ctx: &Ctx, capabilities: &Value) -> Result<Option<UpstreamEra>, Failure> {
+/// host's era for this request and a later one probes again. `for_modern_host`: the probe
+/// is the first POST of a 2026-07-28 host, so (under `--transport auto`) a refusal is also
+/// the evidence that decides the transport; a legacy host's `initialize` decides it itself.
+pub async fn upstream_era(
+    ctx: &Ctx,
+    capabilities: &Value,
+    for_modern_host: bool,
+) -> Result<Option<UpstreamEra>, Failure> {
     let eras = &ctx.eras;
     if let Some(known) = eras.upstream_known() {
         return Ok(Some(known));
@@ -30,7 +36,7 @@ pub async fn upstream_era(ctx: &Ctx, capabilities: &Value) -> Result<Option<Upst
     let mut tried = vec![];
     let verdict = loop {
         tried.push(version.clone());
-        let verdict = match probe(ctx, &version, capabilities).await {
+        let verdict = match probe(ctx, &version, capabilities, for_modern_host).await {
             Ok(verdict) => verdict,
             Err(failure) => Verdict::Undecided(failure.message),
         };
@@ -71,7 +77,12 @@ pub async fn upstream_era(ctx: &Ctx, capabilities: &Value) -> Result<Option<Upst
 }
 
 /// One `server/discover` POST with modern headers and the classification of its outcome.
-async fn probe(ctx: &Ctx, version: &str, capabilities: &Value) -> Result<Verdict, Failure> {
+async fn probe(
+    ctx: &Ctx,
+    version: &str,
+    capabilities: &Value,
+    for_modern_host: bool,
+) -> Result<Verdict, Failure> {
     let request = json!({
         "jsonrpc": "2.0",
         "id": ctx.next_upstream_id("probe"),
@@ -89,6 +100,11 @@ async fn probe(ctx: &Ctx, version: &str, capabilities: &Value) -> Result<Verdict
     };
     let body = Bytes::from(serde_json::to_vec(&request).expect("JSON serializes"));
     let posted = ctx.link.upstream.post_as(body, &wire, true).await?;
+    // `--transport auto`: a refused probe may be the first sign of an HTTP+SSE server (its
+    // POST URL is the stream's); such a server is of the handshake era by definition.
+    if for_modern_host && ctx.link.learn_transport(posted.response.status()).await {
+        return Ok(Verdict::Legacy);
+    }
     let status = posted.response.status().as_u16();
     let answer = read_first_answer(posted.response, ctx.link.upstream.max_message_size())
         .await

@@ -207,20 +207,16 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
 async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
     // HTTP+SSE is the 2024-11-05 transport: handshake era only, no probe.
     if relay.ctx.link.transports.is_sse() {
-        if host == Some(Era::Modern) {
-            let failure = Failure::upstream(
-                "the upstream speaks the 2024-11-05 HTTP+SSE transport, which has only the initialize handshake; a 2026-07-28 host needs a Streamable HTTP server",
-            );
-            relay.ctx.gate.fail(&call.id, &failure).await;
-            return;
-        }
-        legacy::serve(relay.ctx.clone(), call).await;
+        serve_over_sse(&relay, call, host).await;
         return;
     }
     let known = relay.ctx.eras.upstream_known();
     let upstream = match known {
         Some(known) => Ok(Some(known)),
-        None => detect::upstream_era(&relay.ctx, &probe_capabilities(&call)).await,
+        None => {
+            let modern_host = host == Some(Era::Modern);
+            detect::upstream_era(&relay.ctx, &probe_capabilities(&call), modern_host).await
+        }
     };
     let upstream = match upstream {
         Ok(upstream) => upstream,
@@ -229,6 +225,11 @@ async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
             return;
         }
     };
+    // The probe itself may have found an HTTP+SSE server.
+    if relay.ctx.link.transports.is_sse() {
+        serve_over_sse(&relay, call, host).await;
+        return;
+    }
     match (host.unwrap_or(Era::Legacy), upstream) {
         (Era::Legacy, None | Some(UpstreamEra::Legacy)) => {
             legacy::serve(relay.ctx.clone(), call).await
@@ -243,6 +244,28 @@ async fn serve_request(relay: Arc<Relay>, call: Call, host: Option<Era>) {
             to_legacy::serve(relay.to_legacy.clone(), call).await
         }
     }
+}
+
+/// A request to an HTTP+SSE server, which speaks only the handshake era. A 2026-07-28 host's
+/// `server/discover` is refused as a legacy server refuses it (`-32601`), so a host in auto
+/// mode falls back to `initialize`; its other requests are refused saying why.
+async fn serve_over_sse(relay: &Arc<Relay>, call: Call, host: Option<Era>) {
+    if host != Some(Era::Modern) {
+        legacy::serve(relay.ctx.clone(), call).await;
+        return;
+    }
+    let failure = if call.method == "server/discover" {
+        Failure {
+            code: crate::jsonrpc::error::METHOD_NOT_FOUND,
+            message: "Method not found: the upstream is a 2024-11-05 HTTP+SSE server, which speaks only the initialize handshake; send initialize".into(),
+            data: None,
+        }
+    } else {
+        Failure::upstream(
+            "the upstream speaks the 2024-11-05 HTTP+SSE transport, which has only the initialize handshake; a 2026-07-28 host needs a Streamable HTTP server (or send initialize)",
+        )
+    };
+    relay.ctx.gate.fail(&call.id, &failure).await;
 }
 
 /// The capabilities the era probe declares: the host's own, as far as this request tells

@@ -57,10 +57,15 @@ impl Eras {
     /// Decides the host's era from a request, if it is the first that can: `initialize`
     /// means legacy, an enveloped request modern; `ping` decides nothing (legacy hosts may
     /// ping before initializing), and anything else is a legacy host that skipped the
-    /// handshake.
+    /// handshake. `server/discover` is served as modern but decides nothing either: a host
+    /// in auto mode (the Python SDK's and fastmcp's `Client`) probes with it and, when it is
+    /// refused, falls back to `initialize`, which must then be taken as a legacy host's.
     pub fn note_host_request(&self, method: &str, claims_modern: bool) -> Option<Era> {
         if let Some(era) = self.host.get() {
             return Some(*era);
+        }
+        if claims_modern && method == "server/discover" {
+            return Some(Era::Modern);
         }
         let era = if claims_modern {
             Era::Modern

@@ -272,3 +272,50 @@ async fn at_shutdown_an_answer_still_on_its_way_gets_the_grace_period() {
     assert_eq!(text(&answer), "slept", "{answer}");
     assert!(relay.wait_exit().await.success());
 }
+
+/// A host in auto mode (the Python SDK's and fastmcp's `Client`) probes with
+/// `server/discover` and falls back to `initialize` when it is refused. Against an HTTP+SSE
+/// server the probe is refused as a legacy server refuses it, and the `initialize` that
+/// follows is a legacy host's: the session works (found by fastmcp 4.1.6, which failed).
+#[tokio::test]
+async fn a_host_probing_with_server_discover_falls_back_to_initialize_over_sse() {
+    let server = SseServer::start("/messages?sessionId=a1").await;
+    let mut relay = Relay::start(&server.url, &[]).await;
+    let probe = relay
+        .call(
+            json!("probe"),
+            "server/discover",
+            crate::common::modern::enveloped(json!({})),
+        )
+        .await;
+    assert_eq!(probe["error"]["code"], -32601, "{probe}");
+    assert!(
+        probe["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HTTP+SSE") && m.contains("send initialize")),
+        "{probe}"
+    );
+    let answer = relay.initialize().await;
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "fake-sse",
+        "{answer}"
+    );
+    let echoed = relay
+        .call(json!(1), "tools/call", echo("after the probe"))
+        .await;
+    assert_eq!(text(&echoed), "after the probe", "{echoed}");
+    // A 2026-07-28 host that does not fall back is refused saying why and what would work.
+    let mut modern_only = Relay::start(&server.url, &[]).await;
+    let refused = modern_only
+        .call(
+            json!(2),
+            "tools/list",
+            crate::common::modern::enveloped(json!({})),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("HTTP+SSE") && message.contains("needs a Streamable HTTP server"),
+        "{refused}"
+    );
+}
