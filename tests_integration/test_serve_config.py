@@ -4,59 +4,18 @@ written the way Claude Code writes it (`claude mcp add --scope project`: two-spa
 own path in both eras; then a SIGHUP reload that adds, removes and changes servers while a
 session on the unchanged one keeps working, and a broken file that changes nothing."""
 
-import json
-import re
 import signal
-import subprocess
-import threading
-import time
 
 import pytest
 from helpers.paths import INTEGRATION, NODE_BIN, NPM_BIN, relay_binary
+from helpers.served import Served, claude_code_mcp_json
 from mcp.client import Client
 
 pytestmark = pytest.mark.anyio
 
 
-def claude_code_mcp_json(servers: dict) -> str:
-    """What Claude Code writes to .mcp.json: JSON.stringify(config, null, 2) plus a newline."""
-    entries = {name: {"type": "stdio", "command": command, "args": args, "env": env} for name, (command, args, env) in servers.items()}
-    return json.dumps({"mcpServers": entries}, indent=2) + "\n"
-
-
 EVERYTHING = (str(NODE_BIN / "node"), [str(NPM_BIN / "mcp-server-everything"), "stdio"], {"PATH": f"{NODE_BIN}:/usr/bin:/bin"})
 SANDBOX = (relay_binary(), ["sandbox", "--root", str(INTEGRATION)], {})
-
-
-class Served:
-    def __init__(self, config_file):
-        self.log = []
-        self.process = subprocess.Popen(
-            [relay_binary(), "serve", "--port", "0", "--log-level", "info", "--reload-grace", "2", "--config", str(config_file)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        for line in self.process.stderr:
-            self.log.append(line)
-            match = re.search(r" at (http://127\.0\.0\.1:\d+)/", line)
-            if match:
-                self.base = match.group(1)
-                break
-        else:
-            raise RuntimeError("serve never printed its URL")
-        # Drained all along, so serve never blocks on a full stderr pipe.
-        threading.Thread(target=lambda: self.log.extend(iter(self.process.stderr.readline, "")), daemon=True).start()
-
-    def read_log_until(self, needle: str, deadline_s: float = 20.0) -> str:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            if any(needle in line for line in list(self.log)):
-                return "".join(self.log)
-            time.sleep(0.05)
-        raise AssertionError(f"{needle!r} never logged: {''.join(self.log)}")
-
-    def stop(self):
-        self.process.terminate()
-        return self.process.wait(timeout=15)
 
 
 @pytest.fixture
