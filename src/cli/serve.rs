@@ -11,6 +11,7 @@ use crate::secret::Secret;
 use crate::serve::ServeConfig;
 use crate::serve::auth::ResourceServerConfig;
 use crate::serve::child_era::ChildEraChoice;
+use crate::serve::spares::SparePolicy;
 use crate::serve::guard::Guards;
 
 #[derive(Debug, Args)]
@@ -189,6 +190,18 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
 
+    /// With --config: the most idle spare children of all the file's servers together
+    /// (default 2). A server gets spares (up to --spare-children) once it has been used,
+    /// or from the start when its entry sets `spare_children`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    spare_budget: Option<u64>,
+
+    /// With --config: seconds without a new session after which a used server's spares
+    /// end, until it is used again (default 600; 0: never). An entry's `spare_idle_ttl`
+    /// overrides it.
+    #[arg(long, value_name = "SECONDS", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    spare_idle_ttl: Option<Duration>,
+
     /// Seconds the sessions of a server that a reload changed or removed may go on
     /// before they are ended (new sessions go to the new config at once).
     #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = non_negative_seconds, allow_hyphen_values = true)]
@@ -330,6 +343,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         }
     }
     let ttl = (!args.session_idle_ttl.is_zero()).then_some(args.session_idle_ttl);
+    let spares = spare_policy(&args)?;
     Ok(ServeConfig {
         command,
         listen: SocketAddr::new(args.host, args.port),
@@ -347,7 +361,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             trusted_proxies,
         },
         max_sessions: args.max_sessions as usize,
-        spare_children: args.spare_children as usize,
+        spares,
         max_sessions_per_principal: args.max_sessions_per_principal as usize,
         session_idle_ttl: ttl,
         max_message_size: args.max_message_size as usize,
@@ -372,6 +386,31 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         reload_grace: args.reload_grace,
     })
 }
+
+/// Spares: plain `serve` keeps `--spare-children` from the start; under `--config` they
+/// follow each server's use within the listener's `--spare-budget`.
+fn spare_policy(args: &ServeArgs) -> Result<SparePolicy, String> {
+    let most = args.spare_children as usize;
+    if args.config.is_none() {
+        if args.spare_budget.is_some() || args.spare_idle_ttl.is_some() {
+            return Err("--spare-budget and --spare-idle-ttl go with --config (a file of several servers); one server keeps --spare-children spares from the start".into());
+        }
+        return Ok(SparePolicy::always(most));
+    }
+    let budget = args.spare_budget.unwrap_or(DEFAULT_SPARE_BUDGET) as usize;
+    let ttl = args.spare_idle_ttl.unwrap_or(DEFAULT_SPARE_IDLE_TTL);
+    Ok(SparePolicy {
+        most,
+        from_start: false,
+        idle_ttl: (!ttl.is_zero()).then_some(ttl),
+        budget: Some(std::sync::Arc::new(tokio::sync::Semaphore::new(budget))),
+    })
+}
+
+/// `--spare-budget`'s default: a file of any size holds at most two idle spares.
+const DEFAULT_SPARE_BUDGET: u64 = 2;
+/// `--spare-idle-ttl`'s default.
+const DEFAULT_SPARE_IDLE_TTL: Duration = Duration::from_secs(600);
 
 /// With `--config`: the flags that cannot go with it, and the file checked now (a bad
 /// file at startup is a usage error; at a reload it keeps the old config).

@@ -26,6 +26,9 @@ pub struct Entry {
     pub max_sessions_per_principal: Option<usize>,
     pub spare_children: Option<usize>,
     pub session_idle_ttl: Option<Option<Duration>>,
+    /// `spare_idle_ttl`: seconds without a new session before a used server's spares end
+    /// (`Some(None)`: never).
+    pub spare_idle_ttl: Option<Option<Duration>>,
     pub max_requests_per_session: Option<usize>,
     /// `None`: the command line's way of checking callers.
     pub auth: Option<EntryAuth>,
@@ -65,6 +68,7 @@ struct Raw {
     max_sessions_per_principal: Option<u64>,
     spare_children: Option<u64>,
     session_idle_ttl: Option<f64>,
+    spare_idle_ttl: Option<f64>,
     max_requests_per_session: Option<u64>,
     auth: Option<RawAuth>,
     /// Whatever else a host wrote (`disabled`, `alwaysAllow`, …).
@@ -84,7 +88,7 @@ struct RawAuth {
     scopes: Vec<String>,
 }
 
-const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, session_idle_ttl, max_requests_per_session, auth";
+const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth";
 
 /// Reads and checks the file; `env` reads the environment (for `${VAR}` and token
 /// variables). The error names the file and says what would work.
@@ -221,17 +225,15 @@ fn entry(
                 other => Ok(other.map(|n| n as usize)),
             }
         };
-    let session_idle_ttl = match raw.session_idle_ttl {
-        None => None,
+    let seconds = |value: Option<f64>, key: &str| match value {
+        None => Ok(None),
         Some(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => {
-            Some((s > 0.0).then(|| Duration::from_secs_f64(s)))
+            Ok(Some((s > 0.0).then(|| Duration::from_secs_f64(s))))
         }
-        Some(s) => {
-            return Err(format!(
-                "session_idle_ttl {s}: use seconds from 0 (never) to 86400"
-            ));
-        }
+        Some(s) => Err(format!("{key} {s}: use seconds from 0 (never) to 86400")),
     };
+    let session_idle_ttl = seconds(raw.session_idle_ttl, "session_idle_ttl")?;
+    let spare_idle_ttl = seconds(raw.spare_idle_ttl, "spare_idle_ttl")?;
     Ok(Entry {
         name: name.to_owned(),
         command,
@@ -245,6 +247,7 @@ fn entry(
         )?,
         spare_children: bounded(raw.spare_children, "spare_children", 0, 1000)?,
         session_idle_ttl,
+        spare_idle_ttl,
         max_requests_per_session: bounded(
             raw.max_requests_per_session,
             "max_requests_per_session",
@@ -341,8 +344,13 @@ pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
     if let Some(n) = entry.max_sessions_per_principal {
         config.max_sessions_per_principal = n;
     }
+    // A server's spares follow its use unless its entry asks for them from the start.
+    config.spares.from_start = entry.spare_children.is_some();
     if let Some(n) = entry.spare_children {
-        config.spare_children = n;
+        config.spares.most = n;
+    }
+    if let Some(ttl) = entry.spare_idle_ttl {
+        config.spares.idle_ttl = ttl;
     }
     if let Some(ttl) = entry.session_idle_ttl {
         config.session_idle_ttl = ttl;

@@ -25,7 +25,7 @@ mod replica;
 mod servers;
 mod session;
 mod sessions;
-mod spares;
+pub mod spares;
 mod tool_cache;
 
 use std::net::SocketAddr;
@@ -62,9 +62,9 @@ pub struct ServeConfig {
     pub public_url: Option<url::Url>,
     pub guards: Guards,
     pub max_sessions: usize,
-    /// `--spare-children`: children kept started for the next sessions (within
-    /// `--max-sessions`).
-    pub spare_children: usize,
+    /// `--spare-children` and, under `--config`, `--spare-idle-ttl` and `--spare-budget`:
+    /// children kept started for the next sessions (within `--max-sessions`).
+    pub spares: spares::SparePolicy,
     /// `--max-sessions-per-principal`: sessions one authenticated principal may hold.
     pub max_sessions_per_principal: usize,
     /// `None`: sessions never expire for idleness.
@@ -223,7 +223,7 @@ impl Running {
                     .then_some(config.max_sessions_per_principal),
             ),
             pool: pool::Pool::default(),
-            spares: spares::Spares::new(config.spare_children),
+            spares: spares::Spares::new(config.spares.clone()),
             config,
             metrics: metrics::Metrics::default(),
             closing: CancellationToken::new(),

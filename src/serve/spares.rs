@@ -4,14 +4,20 @@
 //! waiting for a process to start. Spares are ordinary unused children: nothing has been
 //! said to them, so no state passes from one session to another. They count against
 //! `--max-sessions`; one that dies is replaced.
+//!
+//! Under `--config` spares follow demand: a server keeps them only once it has been used
+//! (or when its entry sets `spare_children`), ends them after `--spare-idle-ttl` without a
+//! new session, and every server's spares together stay within the listener's
+//! `--spare-budget` (each spare holds one permit of it), so a file of ten servers holds no
+//! idle process before its first client.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Gateway;
 use super::child::{Child, Output};
@@ -24,24 +30,70 @@ const SWEEP: Duration = Duration::from_secs(1);
 pub struct Spare {
     pub child: Child,
     pub output: mpsc::Receiver<Output>,
+    /// Its share of the listener's `--spare-budget`, given back when it is taken or ends.
+    _budget: Option<OwnedSemaphorePermit>,
+}
+
+/// When a server keeps spares, and how many.
+#[derive(Debug, Clone)]
+pub struct SparePolicy {
+    /// Most spares the server keeps (`--spare-children`, or the entry's `spare_children`).
+    pub most: usize,
+    /// Kept from the start (plain `serve`, or an entry that sets `spare_children`), rather
+    /// than once the server has been used.
+    pub from_start: bool,
+    /// `--spare-idle-ttl`: the spares of a server used on demand end after this long
+    /// without a new session, until it is used again (`None`: never).
+    pub idle_ttl: Option<Duration>,
+    /// `--spare-budget`: the permits all servers of one listener share (`None`: unbounded
+    /// but by `most`).
+    pub budget: Option<Arc<Semaphore>>,
+}
+
+impl SparePolicy {
+    /// Plain `serve -- CMD`: `most` spares from the start, for as long as it runs.
+    pub fn always(most: usize) -> Self {
+        SparePolicy {
+            most,
+            from_start: true,
+            idle_ttl: None,
+            budget: None,
+        }
+    }
 }
 
 pub struct Spares {
-    want: usize,
+    policy: SparePolicy,
     idle: Mutex<VecDeque<Spare>>,
     /// Wakes the keeper: a spare was taken, or a session ended and made room.
     changed: Notify,
     /// Spares started so far (each gets a number for its stderr name).
     started: AtomicU64,
+    /// A session has started since the server was last idle (demand-started spares).
+    used: AtomicBool,
+    /// When the last session started.
+    last_used: Mutex<Instant>,
 }
 
 impl Spares {
-    pub fn new(want: usize) -> Self {
+    pub fn new(policy: SparePolicy) -> Self {
         Spares {
-            want,
+            policy,
             idle: Mutex::new(VecDeque::new()),
             changed: Notify::new(),
             started: AtomicU64::new(0),
+            used: AtomicBool::new(false),
+            last_used: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// How many spares the server wants now: its most when kept from the start or used
+    /// lately, else none.
+    fn want(&self) -> usize {
+        if self.policy.from_start || self.used.load(Ordering::Relaxed) {
+            self.policy.most
+        } else {
+            0
         }
     }
 
@@ -51,10 +103,16 @@ impl Spares {
     }
 
     /// A ready spare, if one is alive (dead ones found on the way are dropped, which
-    /// kills what is left of them).
+    /// kills what is left of them). Called for every new session: it is also what tells a
+    /// server used on demand that it is in use.
     pub fn take(&self) -> Option<Spare> {
-        if self.want == 0 {
+        if self.policy.most == 0 {
             return None;
+        }
+        *self.last_used.lock().expect("spares lock") = Instant::now();
+        if !self.used.swap(true, Ordering::Relaxed) && !self.policy.from_start {
+            // Started the keeper's filling for the next session.
+            self.changed.notify_one();
         }
         let mut idle = self.idle.lock().expect("spares lock");
         let taken = loop {
@@ -70,16 +128,17 @@ impl Spares {
 
     /// Room for a spare may have opened (a session ended).
     pub fn room(&self) {
-        if self.want > 0 {
+        if self.policy.most > 0 {
             self.changed.notify_one();
         }
     }
 
-    /// The keeper: keeps `want` spares started while `--max-sessions` leaves room, replaces
-    /// dead ones, and ends them all when serve stops or drains.
+    /// The keeper: keeps the wanted spares started while `--max-sessions` (and the
+    /// listener's budget) leaves room, replaces dead ones, ends those of a server unused for
+    /// `--spare-idle-ttl`, and ends them all when serve stops or drains.
     pub async fn keep(gateway: Arc<Gateway>) {
         let spares = &gateway.spares;
-        if spares.want == 0 {
+        if spares.policy.most == 0 {
             return;
         }
         loop {
@@ -87,6 +146,14 @@ impl Spares {
                 break;
             }
             spares.sweep();
+            if spares.expired() {
+                let ended = spares.count();
+                spares.end_all(gateway.config.child_grace).await;
+                tracing::info!(
+                    ended,
+                    "no new session for --spare-idle-ttl: the idle spares are ended until the server is used again"
+                );
+            }
             spares.fill(&gateway);
             tokio::select! {
                 _ = spares.changed.notified() => {}
@@ -111,14 +178,39 @@ impl Spares {
         }
     }
 
-    /// Starts spares until there are `want`, or sessions and spares reach `--max-sessions`.
+    /// Whether a server used on demand has gone `--spare-idle-ttl` without a new session;
+    /// if so it counts as unused again (and wants no spares) from now on.
+    fn expired(&self) -> bool {
+        let Some(ttl) = self.policy.idle_ttl else {
+            return false;
+        };
+        if self.policy.from_start || !self.used.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self.last_used.lock().expect("spares lock").elapsed() < ttl {
+            return false;
+        }
+        self.used.store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// Starts spares until there are as many as wanted, sessions and spares reach
+    /// `--max-sessions`, or the listener's `--spare-budget` is spent.
     fn fill(&self, gateway: &Gateway) {
         let config = &gateway.config;
         loop {
             let idle = self.count();
-            if idle >= self.want || gateway.sessions.count() + idle >= config.max_sessions {
+            if idle >= self.want() || gateway.sessions.count() + idle >= config.max_sessions {
                 return;
             }
+            let budget = match &self.policy.budget {
+                None => None,
+                // Spent: another server holds the rest; the next sweep tries again.
+                Some(budget) => match budget.clone().try_acquire_owned() {
+                    Ok(permit) => Some(permit),
+                    Err(_) => return,
+                },
+            };
             let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
             let (output_tx, output) = mpsc::channel(256);
             let child = match Child::spawn(
@@ -140,10 +232,11 @@ impl Spares {
                 pid = child.id().unwrap_or(0),
                 "spare child started"
             );
-            self.idle
-                .lock()
-                .expect("spares lock")
-                .push_back(Spare { child, output });
+            self.idle.lock().expect("spares lock").push_back(Spare {
+                child,
+                output,
+                _budget: budget,
+            });
         }
     }
 

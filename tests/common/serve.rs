@@ -396,3 +396,17 @@ impl Serve {
             .unwrap()
     }
 }
+
+/// Processes whose parent is `pid`: the kernel's list of each of its threads' children (a
+/// scan of `/proc/*/stat` can miss processes while others start and exit).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}

@@ -54,20 +54,6 @@ impl Holdings {
     }
 }
 
-/// Processes whose parent is `pid`: the kernel's list of each of its threads' children (a
-/// scan of `/proc/*/stat` can miss processes while others start and exit).
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|child| child.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
 /// POSTs `body` to `/mcp` on a connection of its own, which the caller can read and then
 /// drop to hang up mid-stream.
 async fn raw_post(

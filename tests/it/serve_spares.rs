@@ -1,13 +1,14 @@
 //! `--spare-children`: children started ahead, taken by new sessions (their `initialize`
 //! answered by a process that was already running), replaced when taken or when they die,
-//! counted against `--max-sessions`, and ended with serve.
+//! counted against `--max-sessions`, and ended with serve; under `--config`, a budget for the
+//! listener that follows each server's use (`--spare-budget`, `--spare-idle-ttl`).
 
 use std::time::Instant;
 
 use serde_json::json;
 
 use crate::common::DEADLINE;
-use crate::common::serve::{Serve, alive, wait_dead};
+use crate::common::serve::{Serve, alive, children_of, wait_dead};
 
 /// Waits (with the deadline) until `/metrics` shows `n` spares.
 async fn wait_spares(serve: &Serve, n: u64) {
@@ -155,4 +156,184 @@ async fn zero_spares_means_none() {
     assert!(!last_session(&serve.stderr()).1, "a cold start");
     assert_eq!(serve.gauge("mcp_stdio_spare_children").await, 0);
     assert!(spare_pids(&serve.stderr()).is_empty());
+}
+
+/// The sum over servers of a family `/metrics` labels by server (`--config`).
+async fn labelled_total(serve: &Serve, family: &str) -> u64 {
+    let metrics = serve.send("GET", "/metrics", &[], "").await;
+    metrics
+        .body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// One server's value of a family `/metrics` labels by server.
+async fn labelled_one(serve: &Serve, family: &str, server: &str) -> u64 {
+    let metrics = serve.send("GET", "/metrics", &[], "").await;
+    let prefix = format!("{family}{{server=\"{server}\"}} ");
+    metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in {}", metrics.body))
+}
+
+/// Waits (with the deadline) until `probe` gives `want`.
+async fn wait_for<F, Fut>(what: &str, want: u64, serve: &Serve, probe: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
+    let start = Instant::now();
+    loop {
+        let now = probe().await;
+        if now == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what}: {now}, never {want}: {}",
+            serve.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+async fn start_config(file: &std::path::Path, flags: &[&str]) -> Serve {
+    let mut command = tokio::process::Command::new(crate::common::binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(file)
+        .args(flags);
+    Serve::spawn(command).await
+}
+
+/// Under `--config` spares are a budget for the listener: ten servers hold no idle process
+/// before the first client; a used server gets warm spares within `--spare-budget`, which
+/// its next session takes; they end after `--spare-idle-ttl` without a new session; and an
+/// entry that sets `spare_children` keeps its own from the start.
+#[tokio::test]
+async fn under_config_spares_follow_use_within_the_listeners_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    let mut config = String::new();
+    for n in 0..10 {
+        config.push_str(&format!(
+            "[servers.s{n}]\ncommand = {:?}\n",
+            crate::common::serve::fixture()
+        ));
+    }
+    std::fs::write(&file, &config).unwrap();
+    let serve = start_config(&file, &["--spare-idle-ttl", "2"]).await;
+    let pid = serve.child.id().unwrap();
+    // Before the first client: every server is listed, and none holds a process.
+    let metrics = serve.send("GET", "/metrics", &[], "").await;
+    let listed = metrics
+        .body
+        .lines()
+        .filter(|l| l.starts_with("mcp_stdio_spare_children{"))
+        .count();
+    assert_eq!(listed, 10, "{}", metrics.body);
+    assert_eq!(labelled_total(&serve, "mcp_stdio_spare_children").await, 0);
+    assert_eq!(children_of(pid).len(), 0);
+    // The keeper is alive: a used server's spares appear at once (and the nine others,
+    // which had all this time, still hold none).
+    let probe = serve
+        .send("POST", "/s0/mcp", &[], &crate::common::serve::initialize_body())
+        .await;
+    assert_eq!(probe.status, 200, "{}", probe.body);
+    let s0 = probe.session();
+    wait_for("spares of s0", 2, &serve, || {
+        labelled_one(&serve, "mcp_stdio_spare_children", "s0")
+    })
+    .await;
+    // One session and the budget's two spares: three children for ten servers.
+    assert_eq!(labelled_total(&serve, "mcp_stdio_spare_children").await, 2);
+    for n in 1..10 {
+        let server = format!("s{n}");
+        assert_eq!(labelled_one(&serve, "mcp_stdio_spare_children", &server).await, 0);
+    }
+    wait_for("children", 3, &serve, || async {
+        children_of(pid).len() as u64
+    })
+    .await;
+    // Another server used while the budget is spent: its session starts cold, no spare
+    // of its own appears, and s0's stay.
+    let s5 = serve
+        .send("POST", "/s5/mcp", &[], &crate::common::serve::initialize_body())
+        .await;
+    assert_eq!(s5.status, 200, "{}", s5.body);
+    let (_, warm) = last_session(&serve.stderr());
+    assert!(!warm, "s5 had no spare: {}", serve.stderr());
+    assert_eq!(labelled_one(&serve, "mcp_stdio_spare_children", "s5").await, 0);
+    // s0's next session is warm.
+    let again = serve
+        .send("POST", "/s0/mcp", &[], &crate::common::serve::initialize_body())
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let (_, warm) = last_session(&serve.stderr());
+    assert!(warm, "s0's second session took a spare: {}", serve.stderr());
+    let answer = serve
+        .send(
+            "POST",
+            "/s0/mcp",
+            &[("mcp-session-id", &s0)],
+            &json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}).to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // Two seconds without a new session: the idle spares end; sessions stay.
+    wait_for("spares after the idle ttl", 0, &serve, || {
+        labelled_total(&serve, "mcp_stdio_spare_children")
+    })
+    .await;
+    wait_for("children after the idle ttl", 3, &serve, || async {
+        children_of(pid).len() as u64
+    })
+    .await;
+    assert!(
+        serve.stderr().contains("no new session for --spare-idle-ttl"),
+        "{}",
+        serve.stderr()
+    );
+    drop(serve);
+
+    // An entry that asks for spares keeps them from the start, within the budget.
+    let mut config = String::new();
+    for n in 0..10 {
+        let extra = if n == 3 { "spare_children = 5\n" } else { "" };
+        config.push_str(&format!(
+            "[servers.s{n}]\ncommand = {:?}\n{extra}",
+            crate::common::serve::fixture()
+        ));
+    }
+    std::fs::write(&file, &config).unwrap();
+    let serve = start_config(&file, &["--spare-budget", "3"]).await;
+    wait_for("s3's spares from the start", 3, &serve, || {
+        labelled_one(&serve, "mcp_stdio_spare_children", "s3")
+    })
+    .await;
+    let pid = serve.child.id().unwrap();
+    wait_for("children", 3, &serve, || async {
+        children_of(pid).len() as u64
+    })
+    .await;
+    assert_eq!(labelled_total(&serve, "mcp_stdio_spare_children").await, 3);
+}
+
+#[tokio::test]
+async fn the_spare_budget_flags_go_with_config_only() {
+    for flags in [["--spare-budget", "4"], ["--spare-idle-ttl", "10"]] {
+        let done = std::process::Command::new(crate::common::binary())
+            .args(["serve", "--port", "0"])
+            .args(flags)
+            .args(["--", crate::common::serve::fixture().as_str()])
+            .output()
+            .unwrap();
+        assert_eq!(done.status.code(), Some(2), "{flags:?}");
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(stderr.contains("go with --config"), "{stderr}");
+    }
 }
