@@ -165,6 +165,8 @@ BOUNDARY = [
     ("SELECT id FROM app.orders ORDER BY id LIMIT 10 OFFSET 45", 5, False),
     ("SELECT id FROM app.orders ORDER BY id OFFSET 39", 10, True),
     ("SELECT id FROM app.orders ORDER BY id OFFSET 40", 10, False),
+    ("SELECT id FROM app.orders ORDER BY id OFFSET 45 ROWS FETCH FIRST 10 ROWS ONLY", 5, False),
+    ("SELECT id FROM app.orders ORDER BY id OFFSET 39 ROWS FETCH FIRST 20 ROWS ONLY", 10, True),
 ]
 
 

@@ -54,11 +54,40 @@ pub fn refusal(failure: &Failure) -> Value {
     let mut result = json!({
         "content": [
             {"type": "text", "text": format!("{}. {}", failure.message, failure.remedy)},
-            {"type": "text", "text": problem.to_string()},
         ],
         "isError": true,
         "_meta": {PROBLEM_META_KEY: problem},
     });
     redact(&mut result, &mut Report::default());
+    // The JSON block is written from the redacted document: serialized first, a secret
+    // after a newline would sit behind `\n` and slip past the rules' word boundaries.
+    let block = result["_meta"][PROBLEM_META_KEY].to_string();
+    result["content"]
+        .as_array_mut()
+        .expect("content is an array")
+        .push(json!({"type": "text", "text": block}));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::problem::Problem;
+
+    #[test]
+    fn a_secret_in_a_refusal_is_redacted_in_every_place_it_travels() {
+        let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+        let failure = Failure::new(
+            Problem::Validation,
+            format!("the database refused the query:\n{token} is not a column"),
+            "fix the query",
+        );
+        let result = refusal(&failure);
+        let text = result.to_string();
+        assert!(!text.contains(&token), "{text}");
+        let block: Value =
+            serde_json::from_str(result["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(block, result["_meta"][PROBLEM_META_KEY]);
+        assert!(result.get("structuredContent").is_none());
+    }
 }

@@ -138,14 +138,18 @@ fn apply_limit(query: &mut Query, max_rows: u64) -> (u64, bool) {
     };
     let asked = match (&query.limit_clause, &query.fetch) {
         (Some(LimitClause::LimitOffset { limit: Some(e), .. }), None) => literal(e),
-        (None, Some(fetch)) if !fetch.with_ties && !fetch.percent => {
+        // `OFFSET n ROWS FETCH FIRST m ROWS ONLY` parses as an offset-only limit clause.
+        (None | Some(LimitClause::LimitOffset { limit: None, .. }), Some(fetch))
+            if !fetch.with_ties && !fetch.percent =>
+        {
             fetch.quantity.as_ref().map_or(Some(1), literal)
         }
         _ => None,
     };
+    // At `u64::MAX` no row can be past the cap, and `LIMIT u64::MAX + 1` cannot be written.
     let (limit, capped) = match asked {
         Some(n) if n <= max_rows => (n, false),
-        _ => (max_rows, true),
+        _ => (max_rows, max_rows < u64::MAX),
     };
     let fetched = limit.saturating_add(u64::from(capped));
     let offset = match query.limit_clause.take() {

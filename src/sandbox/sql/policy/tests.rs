@@ -86,6 +86,17 @@ fn the_outer_limit_is_at_most_max_rows_whatever_was_asked() {
         allowed("SELECT * FROM t LIMIT 10 OFFSET 20").sql,
         "SELECT * FROM t LIMIT 10 OFFSET 20"
     );
+    // Standard pagination keeps its own limit (and is not capped, so not "truncated").
+    let page = allowed("SELECT * FROM t ORDER BY a OFFSET 20 ROWS FETCH FIRST 10 ROWS ONLY");
+    assert_eq!((page.limit, page.capped), (10, false), "{}", page.sql);
+    assert!(
+        page.sql.ends_with("LIMIT 10 OFFSET 20 ROWS"),
+        "{}",
+        page.sql
+    );
+    // At the largest cap nothing can be past it, and the SQL is still a fixed point.
+    let widest = check("SELECT * FROM t", u64::MAX).unwrap();
+    assert_eq!((widest.limit, widest.capped), (u64::MAX, false));
     // The limit of a set operation is the outer one; inner limits stay as written.
     let union = allowed("(SELECT a FROM t LIMIT 1000) UNION (SELECT b FROM u)");
     assert!(union.sql.ends_with(") LIMIT 101"), "{}", union.sql);
