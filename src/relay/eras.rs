@@ -33,6 +33,9 @@ pub struct Eras {
     /// `--protocol-era`.
     pub choice: EraChoice,
     host: OnceLock<Era>,
+    /// The host's first request was a 2026-07-28 `server/discover` (its era is not fixed
+    /// until its next request, but until then it is taken as modern).
+    probed_modern: std::sync::atomic::AtomicBool,
     upstream: Mutex<Option<UpstreamEra>>,
     /// Held by the one request that probes; the others wait for its verdict.
     pub probing: tokio::sync::Mutex<()>,
@@ -44,14 +47,20 @@ impl Eras {
         Self {
             choice,
             host: OnceLock::new(),
+            probed_modern: std::sync::atomic::AtomicBool::new(false),
             upstream: Mutex::new(known),
             probing: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// The host's era, once its first deciding request has arrived.
+    /// The host's era, once its first deciding request has arrived; modern after a
+    /// 2026-07-28 `server/discover` until a deciding request says otherwise.
     pub fn host(&self) -> Option<Era> {
-        self.host.get().copied()
+        self.host.get().copied().or_else(|| {
+            self.probed_modern
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(Era::Modern)
+        })
     }
 
     /// Decides the host's era from a request, if it is the first that can: `initialize`
@@ -65,6 +74,8 @@ impl Eras {
             return Some(*era);
         }
         if claims_modern && method == "server/discover" {
+            self.probed_modern
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             return Some(Era::Modern);
         }
         let era = if claims_modern {
