@@ -11,8 +11,8 @@ use crate::secret::Secret;
 use crate::serve::ServeConfig;
 use crate::serve::auth::ResourceServerConfig;
 use crate::serve::child_era::ChildEraChoice;
-use crate::serve::spares::SparePolicy;
 use crate::serve::guard::Guards;
+use crate::serve::spares::{SpareBudget, SparePolicy};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -201,6 +201,11 @@ pub struct ServeArgs {
     /// overrides it.
     #[arg(long, value_name = "SECONDS", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     spare_idle_ttl: Option<Duration>,
+
+    /// With --config: seconds a used server must have gone without a session before it
+    /// gives its spares back to a server that found --spare-budget spent (default 10).
+    #[arg(long, value_name = "SECONDS", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    spare_yield_after: Option<Duration>,
 
     /// Seconds the sessions of a server that a reload changed or removed may go on
     /// before they are ended (new sessions go to the new config at once).
@@ -392,8 +397,11 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
 fn spare_policy(args: &ServeArgs) -> Result<SparePolicy, String> {
     let most = args.spare_children as usize;
     if args.config.is_none() {
-        if args.spare_budget.is_some() || args.spare_idle_ttl.is_some() {
-            return Err("--spare-budget and --spare-idle-ttl go with --config (a file of several servers); one server keeps --spare-children spares from the start".into());
+        if args.spare_budget.is_some()
+            || args.spare_idle_ttl.is_some()
+            || args.spare_yield_after.is_some()
+        {
+            return Err("--spare-budget, --spare-idle-ttl and --spare-yield-after go with --config (a file of several servers); one server keeps --spare-children spares from the start".into());
         }
         return Ok(SparePolicy::always(most));
     }
@@ -403,12 +411,15 @@ fn spare_policy(args: &ServeArgs) -> Result<SparePolicy, String> {
         most,
         from_start: false,
         idle_ttl: (!ttl.is_zero()).then_some(ttl),
-        budget: Some(std::sync::Arc::new(tokio::sync::Semaphore::new(budget))),
+        budget: Some(std::sync::Arc::new(SpareBudget::new(budget))),
+        yield_after: args.spare_yield_after.unwrap_or(DEFAULT_SPARE_YIELD_AFTER),
     })
 }
 
 /// `--spare-budget`'s default: a file of any size holds at most two idle spares.
 const DEFAULT_SPARE_BUDGET: u64 = 2;
+/// `--spare-yield-after`'s default.
+const DEFAULT_SPARE_YIELD_AFTER: Duration = Duration::from_secs(10);
 /// `--spare-idle-ttl`'s default.
 const DEFAULT_SPARE_IDLE_TTL: Duration = Duration::from_secs(600);
 

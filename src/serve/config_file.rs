@@ -234,6 +234,9 @@ fn entry(
     };
     let session_idle_ttl = seconds(raw.session_idle_ttl, "session_idle_ttl")?;
     let spare_idle_ttl = seconds(raw.spare_idle_ttl, "spare_idle_ttl")?;
+    if raw.spare_children.is_some() && spare_idle_ttl.is_some() {
+        return Err("spare_children keeps spares from the start and never ends them, so spare_idle_ttl would do nothing: leave out spare_idle_ttl, or leave out spare_children to have spares once the server is used".into());
+    }
     Ok(Entry {
         name: name.to_owned(),
         command,
@@ -484,6 +487,16 @@ mod tests {
                 "[servers.x]\ncommand = \"sh\"\nchild_era = \"new\"\n",
                 "t.toml",
                 "use auto, legacy or modern",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nspare_children = 1\nspare_idle_ttl = 60\n",
+                "t.toml",
+                "leave out spare_idle_ttl, or leave out spare_children",
+            ),
+            (
+                "[servers.x]\ncommand = \"sh\"\nspare_idle_ttl = -1\n",
+                "t.toml",
+                "spare_idle_ttl -1: use seconds from 0 (never) to 86400",
             ),
             ("{\"mcpServers\": {}}", "a.json", "no stdio servers"),
             ("{\"other\": 1}", "a.json", "no servers"),

@@ -9,7 +9,9 @@
 //! (or when its entry sets `spare_children`), ends them after `--spare-idle-ttl` without a
 //! new session, and every server's spares together stay within the listener's
 //! `--spare-budget` (each spare holds one permit of it), so a file of ten servers holds no
-//! idle process before its first client.
+//! idle process before its first client. When a used server finds the budget spent, a
+//! server used on demand that has had no session for `--spare-yield-after` gives its spares
+//! back.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,6 +27,23 @@ use super::child::{Child, Output};
 /// How often idle spares are checked for having died (a spare that exits says nothing
 /// else: it has no session to fail).
 const SWEEP: Duration = Duration::from_secs(1);
+
+/// The listener's `--spare-budget`, shared by every server of a config file.
+#[derive(Debug)]
+pub struct SpareBudget {
+    permits: Arc<Semaphore>,
+    /// A server wanted a spare and found the budget spent.
+    starved: AtomicBool,
+}
+
+impl SpareBudget {
+    pub fn new(spares: usize) -> Self {
+        SpareBudget {
+            permits: Arc::new(Semaphore::new(spares)),
+            starved: AtomicBool::new(false),
+        }
+    }
+}
 
 /// A started child nobody uses yet, with its stdout's channel.
 pub struct Spare {
@@ -47,7 +66,10 @@ pub struct SparePolicy {
     pub idle_ttl: Option<Duration>,
     /// `--spare-budget`: the permits all servers of one listener share (`None`: unbounded
     /// but by `most`).
-    pub budget: Option<Arc<Semaphore>>,
+    pub budget: Option<Arc<SpareBudget>>,
+    /// `--spare-yield-after`: how long a server used on demand must have gone without a
+    /// session before it gives its spares back to a server that found the budget spent.
+    pub yield_after: Duration,
 }
 
 impl SparePolicy {
@@ -58,6 +80,7 @@ impl SparePolicy {
             from_start: true,
             idle_ttl: None,
             budget: None,
+            yield_after: Duration::MAX,
         }
     }
 }
@@ -69,10 +92,15 @@ pub struct Spares {
     changed: Notify,
     /// Spares started so far (each gets a number for its stderr name).
     started: AtomicU64,
-    /// A session has started since the server was last idle (demand-started spares).
-    used: AtomicBool,
-    /// When the last session started.
-    last_used: Mutex<Instant>,
+    /// Whether the server is in use, and when a session last started or ended.
+    usage: Mutex<Usage>,
+}
+
+/// A server used on demand is in use from its first session until it has gone
+/// `--spare-idle-ttl` without one (or yields to a busier server).
+struct Usage {
+    used: bool,
+    last: Instant,
 }
 
 impl Spares {
@@ -82,15 +110,17 @@ impl Spares {
             idle: Mutex::new(VecDeque::new()),
             changed: Notify::new(),
             started: AtomicU64::new(0),
-            used: AtomicBool::new(false),
-            last_used: Mutex::new(Instant::now()),
+            usage: Mutex::new(Usage {
+                used: false,
+                last: Instant::now(),
+            }),
         }
     }
 
     /// How many spares the server wants now: its most when kept from the start or used
     /// lately, else none.
     fn want(&self) -> usize {
-        if self.policy.from_start || self.used.load(Ordering::Relaxed) {
+        if self.policy.from_start || self.usage.lock().expect("spares lock").used {
             self.policy.most
         } else {
             0
@@ -109,11 +139,13 @@ impl Spares {
         if self.policy.most == 0 {
             return None;
         }
-        *self.last_used.lock().expect("spares lock") = Instant::now();
-        if !self.used.swap(true, Ordering::Relaxed) && !self.policy.from_start {
-            // Started the keeper's filling for the next session.
-            self.changed.notify_one();
+        {
+            let mut usage = self.usage.lock().expect("spares lock");
+            usage.last = Instant::now();
+            usage.used = true;
         }
+        // The keeper refills (or, on a server's first use, starts its spares).
+        self.changed.notify_one();
         let mut idle = self.idle.lock().expect("spares lock");
         let taken = loop {
             let mut spare = idle.pop_front()?;
@@ -122,13 +154,13 @@ impl Spares {
             }
         };
         drop(idle);
-        self.changed.notify_one();
         Some(taken)
     }
 
-    /// Room for a spare may have opened (a session ended).
+    /// Room for a spare may have opened (a session ended); the server was in use until now.
     pub fn room(&self) {
         if self.policy.most > 0 {
+            self.usage.lock().expect("spares lock").last = Instant::now();
             self.changed.notify_one();
         }
     }
@@ -146,12 +178,13 @@ impl Spares {
                 break;
             }
             spares.sweep();
-            if spares.expired() {
+            let busy = gateway.sessions.count() > 0;
+            if let Some(why) = spares.unused(busy) {
                 let ended = spares.count();
                 spares.end_all(gateway.config.child_grace).await;
                 tracing::info!(
                     ended,
-                    "no new session for --spare-idle-ttl: the idle spares are ended until the server is used again"
+                    "{why}: the idle spares are ended until the server is used again"
                 );
             }
             spares.fill(&gateway);
@@ -178,20 +211,33 @@ impl Spares {
         }
     }
 
-    /// Whether a server used on demand has gone `--spare-idle-ttl` without a new session;
-    /// if so it counts as unused again (and wants no spares) from now on.
-    fn expired(&self) -> bool {
-        let Some(ttl) = self.policy.idle_ttl else {
-            return false;
+    /// Whether a server used on demand is no longer in use: no session for
+    /// `--spare-idle-ttl`, or for `--spare-yield-after` while another server found the budget
+    /// spent. It then wants no spares until its next session. Never while it has sessions.
+    fn unused(&self, busy: bool) -> Option<&'static str> {
+        if self.policy.from_start || busy {
+            return None;
+        }
+        let mut usage = self.usage.lock().expect("spares lock");
+        if !usage.used {
+            return None;
+        }
+        let quiet = usage.last.elapsed();
+        let why = if self.policy.idle_ttl.is_some_and(|ttl| quiet >= ttl) {
+            "no session for --spare-idle-ttl"
+        } else if quiet >= self.policy.yield_after
+            && self
+                .policy
+                .budget
+                .as_ref()
+                .is_some_and(|b| b.starved.swap(false, Ordering::Relaxed))
+        {
+            "a busier server found the --spare-budget spent"
+        } else {
+            return None;
         };
-        if self.policy.from_start || !self.used.load(Ordering::Relaxed) {
-            return false;
-        }
-        if self.last_used.lock().expect("spares lock").elapsed() < ttl {
-            return false;
-        }
-        self.used.store(false, Ordering::Relaxed);
-        true
+        usage.used = false;
+        Some(why)
     }
 
     /// Starts spares until there are as many as wanted, sessions and spares reach
@@ -205,10 +251,14 @@ impl Spares {
             }
             let budget = match &self.policy.budget {
                 None => None,
-                // Spent: another server holds the rest; the next sweep tries again.
-                Some(budget) => match budget.clone().try_acquire_owned() {
+                // Spent: other servers hold the rest; one quiet for a while gives its spares
+                // back, and the next sweep tries again.
+                Some(budget) => match budget.permits.clone().try_acquire_owned() {
                     Ok(permit) => Some(permit),
-                    Err(_) => return,
+                    Err(_) => {
+                        budget.starved.store(true, Ordering::Relaxed);
+                        return;
+                    }
                 },
             };
             let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;

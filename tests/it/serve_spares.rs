@@ -241,7 +241,12 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
     // The keeper is alive: a used server's spares appear at once (and the nine others,
     // which had all this time, still hold none).
     let probe = serve
-        .send("POST", "/s0/mcp", &[], &crate::common::serve::initialize_body())
+        .send(
+            "POST",
+            "/s0/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
         .await;
     assert_eq!(probe.status, 200, "{}", probe.body);
     let s0 = probe.session();
@@ -253,7 +258,10 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
     assert_eq!(labelled_total(&serve, "mcp_stdio_spare_children").await, 2);
     for n in 1..10 {
         let server = format!("s{n}");
-        assert_eq!(labelled_one(&serve, "mcp_stdio_spare_children", &server).await, 0);
+        assert_eq!(
+            labelled_one(&serve, "mcp_stdio_spare_children", &server).await,
+            0
+        );
     }
     wait_for("children", 3, &serve, || async {
         children_of(pid).len() as u64
@@ -262,15 +270,28 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
     // Another server used while the budget is spent: its session starts cold, no spare
     // of its own appears, and s0's stay.
     let s5 = serve
-        .send("POST", "/s5/mcp", &[], &crate::common::serve::initialize_body())
+        .send(
+            "POST",
+            "/s5/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
         .await;
     assert_eq!(s5.status, 200, "{}", s5.body);
     let (_, warm) = last_session(&serve.stderr());
     assert!(!warm, "s5 had no spare: {}", serve.stderr());
-    assert_eq!(labelled_one(&serve, "mcp_stdio_spare_children", "s5").await, 0);
+    assert_eq!(
+        labelled_one(&serve, "mcp_stdio_spare_children", "s5").await,
+        0
+    );
     // s0's next session is warm.
     let again = serve
-        .send("POST", "/s0/mcp", &[], &crate::common::serve::initialize_body())
+        .send(
+            "POST",
+            "/s0/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
         .await;
     assert_eq!(again.status, 200, "{}", again.body);
     let (_, warm) = last_session(&serve.stderr());
@@ -284,17 +305,32 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
         )
         .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    // Two seconds without a new session: the idle spares end; sessions stay.
+    // A server with open sessions is in use: its spares stay past the idle ttl.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(
+        labelled_one(&serve, "mcp_stdio_spare_children", "s0").await,
+        2
+    );
+    // Its sessions end; two seconds without one: the idle spares end.
+    for session in [s0.clone(), again.session()] {
+        let ended = serve
+            .send("DELETE", "/s0/mcp", &[("mcp-session-id", &session)], "")
+            .await;
+        assert!(ended.status < 300, "{}", ended.body);
+    }
     wait_for("spares after the idle ttl", 0, &serve, || {
         labelled_total(&serve, "mcp_stdio_spare_children")
     })
     .await;
-    wait_for("children after the idle ttl", 3, &serve, || async {
-        children_of(pid).len() as u64
-    })
+    wait_for(
+        "children after the idle ttl (s5's session)",
+        1,
+        &serve,
+        || async { children_of(pid).len() as u64 },
+    )
     .await;
     assert!(
-        serve.stderr().contains("no new session for --spare-idle-ttl"),
+        serve.stderr().contains("no session for --spare-idle-ttl"),
         "{}",
         serve.stderr()
     );
@@ -325,7 +361,11 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
 
 #[tokio::test]
 async fn the_spare_budget_flags_go_with_config_only() {
-    for flags in [["--spare-budget", "4"], ["--spare-idle-ttl", "10"]] {
+    for flags in [
+        ["--spare-budget", "4"],
+        ["--spare-idle-ttl", "10"],
+        ["--spare-yield-after", "1"],
+    ] {
         let done = std::process::Command::new(crate::common::binary())
             .args(["serve", "--port", "0"])
             .args(flags)
@@ -336,4 +376,79 @@ async fn the_spare_budget_flags_go_with_config_only() {
         let stderr = String::from_utf8_lossy(&done.stderr);
         assert!(stderr.contains("go with --config"), "{stderr}");
     }
+}
+
+/// A server that found the budget spent gets it from one that has been quiet for
+/// `--spare-yield-after`: the busy server's next session is warm.
+#[tokio::test]
+async fn a_quiet_server_gives_its_spares_to_a_busier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    let mut config = String::new();
+    for name in ["quiet", "busy"] {
+        config.push_str(&format!(
+            "[servers.{name}]\ncommand = {:?}\n",
+            crate::common::serve::fixture()
+        ));
+    }
+    std::fs::write(&file, &config).unwrap();
+    let serve = start_config(&file, &["--spare-yield-after", "1"]).await;
+    let first = serve
+        .send(
+            "POST",
+            "/quiet/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    wait_for("the quiet server's spares", 2, &serve, || {
+        labelled_one(&serve, "mcp_stdio_spare_children", "quiet")
+    })
+    .await;
+    // Its session ends, so it is idle, not in use.
+    let ended = serve
+        .send(
+            "DELETE",
+            "/quiet/mcp",
+            &[("mcp-session-id", &first.session())],
+            "",
+        )
+        .await;
+    assert!(ended.status < 300, "{}", ended.body);
+    let busy = serve
+        .send(
+            "POST",
+            "/busy/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(busy.status, 200, "{}", busy.body);
+    wait_for("the busy server's spares", 2, &serve, || {
+        labelled_one(&serve, "mcp_stdio_spare_children", "busy")
+    })
+    .await;
+    assert_eq!(
+        labelled_one(&serve, "mcp_stdio_spare_children", "quiet").await,
+        0
+    );
+    assert!(
+        serve
+            .stderr()
+            .contains("a busier server found the --spare-budget spent"),
+        "{}",
+        serve.stderr()
+    );
+    let again = serve
+        .send(
+            "POST",
+            "/busy/mcp",
+            &[],
+            &crate::common::serve::initialize_body(),
+        )
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let (_, warm) = last_session(&serve.stderr());
+    assert!(warm, "{}", serve.stderr());
 }
