@@ -1,8 +1,11 @@
 """Benchmarks the relay against the Python mcp-stdio 0.45.2 and a direct HTTP client, in one
 run, against the same fast local upstream (upstream.mjs). Not a test: it reports figures.
 
-Usage: scripts/bench/run [--calls N] [--rounds R] [--eras] [--sse] [--baseline BIN]   (builds the
-release binary and installs peers first)
+Usage: scripts/bench/run [--calls N] [--rounds R] [--eras] [--sse] [--baseline BIN] [--binary BIN]
+                        [--upstream node|python]   (builds the release binary and installs peers first)
+
+--upstream python puts the Python SDK's own Streamable HTTP server (py_echo.py) behind the relays
+instead of the fast Node upstream: the setting the leanness targets were measured in.
 
 --baseline BIN adds another build of mcp-stdio (an earlier commit's, say) to the core table, run
 in the same rounds as the others, so a change is measured before and after in one run.
@@ -66,6 +69,18 @@ def peak_rss_kib(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+def wait_listening(port: int, deadline_s: float = 30) -> None:
+    import socket
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listened on port {port}")
 
 
 def clean_env() -> dict:
@@ -187,11 +202,21 @@ def main() -> None:
     parser.add_argument("--eras", action="store_true", help="also measure the 2026-07-28 paths")
     parser.add_argument("--sse", action="store_true", help="also measure the 2024-11-05 HTTP+SSE transport")
     parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build")
+    parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to measure")
+    parser.add_argument("--upstream", choices=["node", "python"], default="node", help="the fast Node upstream, or the Python SDK's server")
     args = parser.parse_args()
-    upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs"))], stdout=subprocess.PIPE, text=True)
-    port = int(upstream.stdout.readline())
+    if args.upstream == "python":
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        upstream = subprocess.Popen([sys.executable, str(Path(__file__).with_name("py_echo.py")), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(port)
+    else:
+        upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs"))], stdout=subprocess.PIPE, text=True)
+        port = int(upstream.stdout.readline())
     url = f"http://127.0.0.1:{port}/mcp"
-    ours = [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--log-level", "off"]
+    ours = [args.binary, url, "--log-level", "off"]
     python_tool = [str(PEERS / "venv" / "bin" / "mcp-stdio"), url]
     runs = {"mcp-stdio (Rust)": [], "mcp-stdio 0.45.2 (Python)": [], "direct HTTP client (httpx)": []}
     baseline = [args.baseline, url, "--log-level", "off"] if args.baseline else None
@@ -220,7 +245,7 @@ def main() -> None:
 def report(args, runs: dict) -> None:
     results = {name: median_of(r) for name, r in runs.items()}
     rust, python, direct = (results[n] for n in ("mcp-stdio (Rust)", "mcp-stdio 0.45.2 (Python)", "direct HTTP client (httpx)"))
-    print(f"calls per phase: {args.calls}; rounds: {args.rounds} (medians); machine: {os.cpu_count()} cores\n")
+    print(f"calls per phase: {args.calls}; rounds: {args.rounds} (medians); upstream: {args.upstream}; machine: {os.cpu_count()} cores\n")
     print("| peer | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms/call | (1 in flight) | (16 in flight) | peak RSS MiB | spawn→first response ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     nan = float("nan")

