@@ -275,29 +275,9 @@ mod tests {
     fn the_relay_alone_parses_as_the_whole_command_line_does() {
         for line in [
             &["mcp-stdio", "https://x/mcp"][..],
-            &[
-                "mcp-stdio",
-                "relay",
-                "https://x/mcp",
-                "-H",
-                "A: b",
-                "--timeout-read",
-                "5",
-            ],
-            &[
-                "mcp-stdio",
-                "--oauth",
-                "--transport",
-                "sse",
-                "https://x/sse",
-            ],
-            &[
-                "mcp-stdio",
-                "https://x/mcp",
-                "--check",
-                "--log-level",
-                "debug",
-            ],
+            &["mcp-stdio", "relay", "https://x/mcp", "-H", "A: b", "--timeout-read", "5"],
+            &["mcp-stdio", "--oauth", "--transport", "sse", "https://x/sse"],
+            &["mcp-stdio", "https://x/mcp", "--check", "--log-level", "debug"],
         ] {
             let args = with_default_subcommand(line.iter().map(OsString::from));
             let alone = format!("{:?}", parse(args.clone()).expect("parses"));
