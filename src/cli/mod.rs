@@ -61,38 +61,9 @@ enum Command {
     Manpage(docs::ManpageArgs),
 }
 
-/// The relay's command line on its own. A relay is what hosts spawn, often several at once,
-/// and its memory is mostly the binary's pages it touches: parsing with the whole `Cli`
-/// would build every other subcommand's arguments first (a quarter of the code a relay's
-/// start touched, `docs/benchmarks.md`).
-#[derive(Debug, Parser)]
-#[command(
-    name = "mcp-stdio",
-    bin_name = "mcp-stdio relay",
-    about = "Bridge stdin/stdout to a remote MCP server over Streamable HTTP."
-)]
-struct RelayCli {
-    #[command(flatten)]
-    args: relay::RelayArgs,
-}
-
-/// Parses the process arguments: the relay's alone when the command is a relay, the
-/// whole command line otherwise.
-fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
-    if args.get(1).is_some_and(|a| a == "relay") {
-        let mut relay_args = args;
-        relay_args.remove(1);
-        let relay = RelayCli::try_parse_from(relay_args)?;
-        return Ok(Cli {
-            command: Command::Relay(relay.args),
-        });
-    }
-    Cli::try_parse_from(args)
-}
-
 /// Parses the process arguments, runs the chosen mode and returns the exit code.
 pub fn main() -> i32 {
-    let cli = match parse(with_default_subcommand(std::env::args_os())) {
+    let cli = match Cli::try_parse_from(with_default_subcommand(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version are not errors; clap prints them where they belong.
@@ -269,31 +240,6 @@ mod tests {
             "relay"
         );
         assert_eq!(args(&["mcp-stdio", "--version"])[1], "--version");
-    }
-
-    #[test]
-    fn the_relay_alone_parses_as_the_whole_command_line_does() {
-        for line in [
-            &["mcp-stdio", "https://x/mcp"][..],
-            &["mcp-stdio", "relay", "https://x/mcp", "-H", "A: b", "--timeout-read", "5"],
-            &["mcp-stdio", "--oauth", "--transport", "sse", "https://x/sse"],
-            &["mcp-stdio", "https://x/mcp", "--check", "--log-level", "debug"],
-        ] {
-            let args = with_default_subcommand(line.iter().map(OsString::from));
-            let alone = format!("{:?}", parse(args.clone()).expect("parses"));
-            let whole = format!("{:?}", Cli::try_parse_from(args).expect("parses"));
-            assert_eq!(alone, whole, "{line:?}");
-        }
-        for line in [
-            &["mcp-stdio", "https://x/mcp", "--no-such-flag"][..],
-            &["mcp-stdio", "relay"],
-            &["mcp-stdio", "https://x/mcp", "--timeout-read", "never"],
-        ] {
-            let args = with_default_subcommand(line.iter().map(OsString::from));
-            let alone = parse(args.clone()).expect_err("refused").kind();
-            let whole = Cli::try_parse_from(args).expect_err("refused").kind();
-            assert_eq!(alone, whole, "{line:?}");
-        }
     }
 
     #[test]
