@@ -201,6 +201,25 @@ where
     }
 }
 
+/// Opens a session on the config file's server `server`.
+async fn open(serve: &Serve, server: &str) -> crate::common::serve::Answer {
+    let path = format!("/{server}/mcp");
+    let answer = serve
+        .send("POST", &path, &[], &crate::common::serve::initialize_body())
+        .await;
+    assert_eq!(answer.status, 200, "{server}: {}", answer.body);
+    answer
+}
+
+/// Ends a session on the config file's server `server`.
+async fn close(serve: &Serve, server: &str, session: &str) {
+    let path = format!("/{server}/mcp");
+    let ended = serve
+        .send("DELETE", &path, &[("mcp-session-id", session)], "")
+        .await;
+    assert!(ended.status < 300, "{server}: {}", ended.body);
+}
+
 async fn start_config(file: &std::path::Path, flags: &[&str]) -> Serve {
     let mut command = tokio::process::Command::new(crate::common::binary());
     command
@@ -240,15 +259,7 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
     assert_eq!(children_of(pid).len(), 0);
     // The keeper is alive: a used server's spares appear at once (and the nine others,
     // which had all this time, still hold none).
-    let probe = serve
-        .send(
-            "POST",
-            "/s0/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(probe.status, 200, "{}", probe.body);
+    let probe = open(&serve, "s0").await;
     let s0 = probe.session();
     wait_for("spares of s0", 2, &serve, || {
         labelled_one(&serve, "mcp_stdio_spare_children", "s0")
@@ -269,15 +280,7 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
     .await;
     // Another server used while the budget is spent: its session starts cold, no spare
     // of its own appears, and s0's stay.
-    let s5 = serve
-        .send(
-            "POST",
-            "/s5/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(s5.status, 200, "{}", s5.body);
+    open(&serve, "s5").await;
     let (_, warm) = last_session(&serve.stderr());
     assert!(!warm, "s5 had no spare: {}", serve.stderr());
     assert_eq!(
@@ -285,15 +288,7 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
         0
     );
     // s0's next session is warm.
-    let again = serve
-        .send(
-            "POST",
-            "/s0/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(again.status, 200, "{}", again.body);
+    let again = open(&serve, "s0").await;
     let (_, warm) = last_session(&serve.stderr());
     assert!(warm, "s0's second session took a spare: {}", serve.stderr());
     let answer = serve
@@ -305,18 +300,23 @@ async fn under_config_spares_follow_use_within_the_listeners_budget() {
         )
         .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    // A server with open sessions is in use: its spares stay past the idle ttl.
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // A server with open sessions is in use: its spares stay past the idle ttl. s7, used
+    // and left after s0's last session started, is unused one ttl later; by then s0 has
+    // been quiet longer than that.
+    let s7 = open(&serve, "s7").await;
+    close(&serve, "s7", &s7.session()).await;
+    crate::common::wait_logged(
+        || serve.stderr(),
+        "server{name=s7}: no session for --spare-idle-ttl",
+    )
+    .await;
     assert_eq!(
         labelled_one(&serve, "mcp_stdio_spare_children", "s0").await,
         2
     );
     // Its sessions end; two seconds without one: the idle spares end.
     for session in [s0.clone(), again.session()] {
-        let ended = serve
-            .send("DELETE", "/s0/mcp", &[("mcp-session-id", &session)], "")
-            .await;
-        assert!(ended.status < 300, "{}", ended.body);
+        close(&serve, "s0", &session).await;
     }
     wait_for("spares after the idle ttl", 0, &serve, || {
         labelled_total(&serve, "mcp_stdio_spare_children")
@@ -393,38 +393,14 @@ async fn a_quiet_server_gives_its_spares_to_a_busier_one() {
     }
     std::fs::write(&file, &config).unwrap();
     let serve = start_config(&file, &["--spare-yield-after", "1"]).await;
-    let first = serve
-        .send(
-            "POST",
-            "/quiet/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(first.status, 200, "{}", first.body);
+    let first = open(&serve, "quiet").await;
     wait_for("the quiet server's spares", 2, &serve, || {
         labelled_one(&serve, "mcp_stdio_spare_children", "quiet")
     })
     .await;
     // Its session ends, so it is idle, not in use.
-    let ended = serve
-        .send(
-            "DELETE",
-            "/quiet/mcp",
-            &[("mcp-session-id", &first.session())],
-            "",
-        )
-        .await;
-    assert!(ended.status < 300, "{}", ended.body);
-    let busy = serve
-        .send(
-            "POST",
-            "/busy/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(busy.status, 200, "{}", busy.body);
+    close(&serve, "quiet", &first.session()).await;
+    open(&serve, "busy").await;
     wait_for("the busy server's spares", 2, &serve, || {
         labelled_one(&serve, "mcp_stdio_spare_children", "busy")
     })
@@ -440,15 +416,7 @@ async fn a_quiet_server_gives_its_spares_to_a_busier_one() {
         "{}",
         serve.stderr()
     );
-    let again = serve
-        .send(
-            "POST",
-            "/busy/mcp",
-            &[],
-            &crate::common::serve::initialize_body(),
-        )
-        .await;
-    assert_eq!(again.status, 200, "{}", again.body);
+    open(&serve, "busy").await;
     let (_, warm) = last_session(&serve.stderr());
     assert!(warm, "{}", serve.stderr());
 }
