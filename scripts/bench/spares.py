@@ -18,6 +18,7 @@ that is still starting (never slower than a fresh child).
 """
 
 import argparse
+from contextlib import contextmanager
 import json
 import os
 import statistics
@@ -62,22 +63,8 @@ def spares_ready(url: str, want: int) -> bool:
 def measure(spares: int, sessions: int) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env["PATH"] = f"{NODE_BIN}:{NPM_BIN}:{env.get('PATH', '')}"
-    command = [BINARY, "serve", "--port", str(port), "--log-level", "off",
-               "--spare-children", str(spares), "--max-sessions", str(2 * sessions + spares + 4), "--", *EVERYTHING]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if spares_ready(url, spares):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                sys.exit("serve did not come up")
-            time.sleep(0.05)
+    flags = ["--spare-children", str(spares), "--max-sessions", str(2 * sessions + spares + 4), "--", *EVERYTHING]
+    with serving(port, flags, lambda: spares_ready(url, spares), 30):
         time.sleep(1.0)  # the spares have loaded
         one = []
         for _ in range(sessions):
@@ -85,6 +72,26 @@ def measure(spares: int, sessions: int) -> dict:
             time.sleep(0.5)
         burst = [initialize_ms(url) for _ in range(sessions)]
         return {"one": statistics.median(one), "one_max": max(one), "burst": statistics.median(burst), "burst_max": max(burst)}
+
+
+@contextmanager
+def serving(port: int, flags: list[str], ready, deadline_s: float):
+    """`mcp-stdio serve --port PORT FLAGS`, once `ready()` says so (within the deadline);
+    stopped when the block ends."""
+    command = [BINARY, "serve", "--port", str(port), "--log-level", "off", *flags]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+    try:
+        deadline = time.monotonic() + deadline_s
+        while True:
+            try:
+                if ready():
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                sys.exit(f"serve {' '.join(flags)} did not come up")
+            time.sleep(0.05)
+        yield process
     finally:
         process.terminate()
         try:
@@ -141,28 +148,20 @@ def config_file(folder: Path, from_start: bool) -> Path:
 BINARY = str(ROOT / "target" / "release" / "mcp-stdio")
 
 
+def config_spares(base: str) -> int:
+    """Every server's spares together, from `/metrics`."""
+    metrics = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+    return sum(int(l.split()[-1]) for l in metrics.splitlines() if l.startswith("mcp_stdio_spare_children{"))
+
+
 def measure_config(from_start: bool, sessions: int) -> dict:
     import tempfile
     folder = Path(tempfile.mkdtemp())
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    flags = ["--spare-budget", "20"] if from_start else []
-    command = [BINARY, "serve", "--port", str(port), "--log-level", "off", *flags, "--config", str(config_file(folder, from_start))]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
-    try:
-        deadline = time.monotonic() + 60
-        want = 20 if from_start else 0
-        while True:
-            try:
-                metrics = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
-                spares = sum(int(l.split()[-1]) for l in metrics.splitlines() if l.startswith("mcp_stdio_spare_children{"))
-                if spares >= want:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                sys.exit("serve --config did not come up")
-            time.sleep(0.1)
+    flags = (["--spare-budget", "20"] if from_start else []) + ["--config", str(config_file(folder, from_start))]
+    want = 20 if from_start else 0
+    with serving(port, flags, lambda: config_spares(base) >= want, 60) as process:
         time.sleep(3.0)  # the spares have loaded
         idle = {"processes": len(children_of(process.pid)), "rss_mib": tree_rss_mib(process.pid)}
         url = f"{base}/memory0/mcp"
@@ -174,12 +173,6 @@ def measure_config(from_start: bool, sessions: int) -> dict:
             time.sleep(0.5)
         return idle | {"first_ms": first, "later_ms": statistics.median(later), "later_max": max(later),
                        "after_processes": len(children_of(process.pid))}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def clean_env() -> dict:
