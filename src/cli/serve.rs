@@ -92,6 +92,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = positive_seconds, allow_hyphen_values = true)]
     timeout_headers: Duration,
 
+    /// Most bytes of a request body a refusal (a 401, say) left unread that are read and
+    /// dropped, so the client may reuse its connection; a larger body, or one slower than
+    /// --timeout-drain, gets `Connection: close` instead (0: always close).
+    #[arg(long, value_name = "BYTES", default_value = "65536", value_parser = clap::value_parser!(u64).range(0..=1_073_741_824))]
+    max_drain_size: u64,
+
+    /// Seconds a refusal waits for the rest of a body it left unread (see --max-drain-size).
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = positive_seconds, allow_hyphen_values = true)]
+    timeout_drain: Duration,
+
     /// Seconds between `: keepalive` comments on idle SSE streams.
     #[arg(long, value_name = "SECONDS", default_value = "15", value_parser = positive_seconds, allow_hyphen_values = true)]
     keepalive: Duration,
@@ -375,6 +385,8 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         replay_buffer: args.replay_buffer as usize,
         response_timeout: args.timeout_response,
         header_read_timeout: args.timeout_headers,
+        max_drain_size: args.max_drain_size,
+        drain_timeout: args.timeout_drain,
         keepalive: args.keepalive,
         child_grace: args.child_grace,
         shutdown_grace: args.shutdown_grace,

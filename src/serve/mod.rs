@@ -11,6 +11,7 @@ pub mod config_file;
 mod front;
 pub mod guard;
 mod http;
+mod inbound;
 pub mod jwks;
 pub mod ladder;
 mod legacy;
@@ -78,6 +79,11 @@ pub struct ServeConfig {
     /// Longest wait for the child's first word on a request (then 504).
     pub response_timeout: Duration,
     pub header_read_timeout: Duration,
+    /// `--max-drain-size`: the most of a request body left unread by a refusal that is
+    /// read and dropped to keep the connection open (larger ones close it).
+    pub max_drain_size: u64,
+    /// `--timeout-drain`: how long that rest may take to arrive.
+    pub drain_timeout: Duration,
     pub keepalive: Duration,
     /// How long a child gets after its stdin closes, and again after SIGTERM.
     pub child_grace: Duration,
@@ -374,9 +380,20 @@ impl Route {
 /// Accepts connections until a signal says stop (among replicas, SIGTERM first drains).
 async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
-    let header_timeout = match route {
-        Route::One(gateway) => gateway.config.header_read_timeout,
-        Route::Many(servers) => servers.header_read_timeout(),
+    let (header_timeout, max_drain, drain_timeout) = match route {
+        Route::One(gateway) => (
+            gateway.config.header_read_timeout,
+            gateway.config.max_drain_size,
+            gateway.config.drain_timeout,
+        ),
+        Route::Many(servers) => {
+            let config = servers.base();
+            (
+                config.header_read_timeout,
+                config.max_drain_size,
+                config.drain_timeout,
+            )
+        }
     };
     let mut signals = std::pin::pin!(crate::shutdown::signal());
     let mut hangups = crate::shutdown::Hangups::new(matches!(route, Route::Many(_)));
@@ -420,10 +437,14 @@ async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
                 let service = hyper::service::service_fn(move |request| {
                     let route = route.clone();
                     async move {
+                        let (request, unread) = inbound::watch(request);
                         let response = match route {
                             Route::One(gateway) => front::handle(gateway, peer, request).await,
                             Route::Many(servers) => servers.handle(peer, request).await,
                         };
+                        // An answer given before the body was read (a 401, say) must not
+                        // leave the client a connection that is closing under it.
+                        let response = unread.settle(response, max_drain, drain_timeout).await;
                         Ok::<_, std::convert::Infallible>(response)
                     }
                 });

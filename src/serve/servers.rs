@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::serve::inbound::Inbound;
 use axum::body::Body;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -76,8 +76,9 @@ impl Servers {
         Ok(servers)
     }
 
-    pub fn header_read_timeout(&self) -> Duration {
-        self.base.header_read_timeout
+    /// The command line's settings every server starts from.
+    pub fn base(&self) -> &ServeConfig {
+        &self.base
     }
 
     pub fn shutdown_grace(&self) -> Duration {
@@ -255,7 +256,7 @@ impl Servers {
     pub async fn handle(
         self: Arc<Self>,
         peer: SocketAddr,
-        request: Request<Incoming>,
+        request: Request<Inbound>,
     ) -> Response<Body> {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
@@ -317,7 +318,7 @@ impl Servers {
 
     /// Every server's metrics, each sample labelled `server="NAME"`, and the reloads.
     /// Guarded by the command line's `--auth-token` when there is one.
-    fn metrics(&self, request: &Request<Incoming>) -> Response<Body> {
+    fn metrics(&self, request: &Request<Inbound>) -> Response<Body> {
         if let Some(token) = &self.base.auth_token {
             let presented = request
                 .headers()

@@ -28,6 +28,7 @@ mod serve;
 mod serve_auth;
 mod serve_cluster;
 mod serve_config;
+mod serve_connections;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;

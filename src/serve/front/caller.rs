@@ -6,11 +6,11 @@
 
 use std::net::SocketAddr;
 
+use crate::serve::inbound::Inbound;
 use axum::body::Body;
 use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::Refusal;
 use crate::jsonrpc::error::INVALID_REQUEST;
@@ -173,7 +173,7 @@ pub async fn authorization_server(
     endpoint: crate::serve::authserver::Endpoint,
     issuer: crate::serve::authserver::Issuer,
     peer: SocketAddr,
-    request: Request<Incoming>,
+    request: Request<Inbound>,
 ) -> Response<Body> {
     let max = server.config.max_form_size;
     let (parts, body) = request.into_parts();

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::serve::inbound::Inbound;
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::Gateway;
 use super::cluster::{Introduction, Owner, PEER_HEADER};
@@ -36,7 +36,7 @@ use caller::{
 pub async fn handle(
     gateway: Arc<Gateway>,
     peer: SocketAddr,
-    request: Request<Incoming>,
+    request: Request<Inbound>,
 ) -> Response<Body> {
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
@@ -124,7 +124,7 @@ async fn endpoint(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
     introduced: Option<&Introduction>,
-    request: Request<Incoming>,
+    request: Request<Inbound>,
 ) -> Response<Body> {
     let started = Instant::now();
     let method = request.method().clone();
@@ -240,7 +240,7 @@ async fn to_session_owner(
     gateway: &Gateway,
     owner: String,
     principal: Option<String>,
-    request: Request<Incoming>,
+    request: Request<Inbound>,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let body = match read_body(gateway, &parts.headers, body).await {
@@ -271,7 +271,7 @@ async fn to_session_owner(
 async fn read_body(
     gateway: &Gateway,
     headers: &HeaderMap,
-    body: Incoming,
+    body: Inbound,
 ) -> Result<Bytes, Refusal> {
     let max = gateway.config.max_message_size;
     let declared = header(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
@@ -341,7 +341,7 @@ async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
     introduced: Option<&Introduction>,
-    request: Request<Incoming>,
+    request: Request<Inbound>,
 ) -> (String, Response<Body>) {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
