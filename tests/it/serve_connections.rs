@@ -66,6 +66,14 @@ async fn assert_closed(stream: &mut TcpStream) {
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 }
 
+/// The refusal `status` with `Connection: close`, and then the end of the connection.
+async fn assert_refused_and_closed(stream: &mut TcpStream, status: u16) {
+    let (head, _) = read_response(stream).await;
+    assert!(head.starts_with(&format!("http/1.1 {status}")), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert_closed(stream).await;
+}
+
 #[tokio::test]
 async fn a_401_answered_before_the_body_arrived_keeps_the_connection_for_the_next_request() {
     let serve = serve_with_token(&[]).await;
@@ -104,10 +112,7 @@ async fn a_refused_body_larger_than_max_drain_size_closes_the_connection_and_say
         .write_all(post_head(serve.port, BODY.len(), "").as_bytes())
         .await
         .unwrap();
-    let (head, _) = read_response(&mut stream).await;
-    assert!(head.starts_with("http/1.1 401"), "{head}");
-    assert!(head.contains("connection: close"), "{head}");
-    assert_closed(&mut stream).await;
+    assert_refused_and_closed(&mut stream, 401).await;
     // A body within the bound on another connection keeps it open (the bound, not the
     // refusal, closed the first).
     let mut small = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
@@ -131,10 +136,7 @@ async fn a_refused_body_that_never_comes_closes_the_connection_after_timeout_dra
         .await
         .unwrap();
     // The client holds its body back; the 401 still comes, and closes the connection.
-    let (head, _) = read_response(&mut stream).await;
-    assert!(head.starts_with("http/1.1 401"), "{head}");
-    assert!(head.contains("connection: close"), "{head}");
-    assert_closed(&mut stream).await;
+    assert_refused_and_closed(&mut stream, 401).await;
 }
 
 #[tokio::test]
@@ -145,10 +147,7 @@ async fn a_client_that_expects_100_continue_gets_its_refusal_at_once_and_no_cont
         .write_all(post_head(serve.port, 1 << 20, "Expect: 100-continue\r\n").as_bytes())
         .await
         .unwrap();
-    let (head, _) = read_response(&mut stream).await;
-    assert!(head.starts_with("http/1.1 401"), "{head}");
-    assert!(head.contains("connection: close"), "{head}");
-    assert_closed(&mut stream).await;
+    assert_refused_and_closed(&mut stream, 401).await;
 }
 
 #[tokio::test]
@@ -160,8 +159,5 @@ async fn a_413_for_a_declared_oversize_body_closes_the_connection() {
         .await
         .unwrap();
     stream.write_all(&[b' '; 512]).await.unwrap();
-    let (head, _) = read_response(&mut stream).await;
-    assert!(head.starts_with("http/1.1 413"), "{head}");
-    assert!(head.contains("connection: close"), "{head}");
-    assert_closed(&mut stream).await;
+    assert_refused_and_closed(&mut stream, 413).await;
 }
