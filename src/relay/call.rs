@@ -23,6 +23,7 @@ use crate::relay::link::response::{
 };
 use crate::relay::link::session::Wire;
 use crate::relay::link::sse as sse_link;
+use crate::relay::link::transport::Transport;
 use crate::relay::route::{Routed, route};
 
 /// What to do with a message on the request's stream that is not its answer.
@@ -93,8 +94,20 @@ async fn send(
         .post(request.body.clone(), &request.wire, request.replay_safe)
         .await?;
     let status = response.status();
-    if matches!(owner, Owner::Host) && ctx.link.learn_transport(status).await {
-        return over_sse(ctx, request).await;
+    if matches!(owner, Owner::Host) && ctx.link.transports.may_fall_back(status.as_u16()) {
+        let retry_after = requested_delay(&response);
+        let body = read_capped(response, ctx.link.upstream.max_message_size()).await?;
+        // A 2026-07-28 server refusing a handshake-era request says so with -32022: it is
+        // a Streamable HTTP server, so there is no HTTP+SSE stream to look for.
+        if error_code(&body) == Some(crate::era::UNSUPPORTED_PROTOCOL_VERSION) {
+            ctx.link.transports.decide(
+                Transport::StreamableHttp,
+                &format!("the POST got HTTP {status} with a 2026-07-28 -32022"),
+            );
+        } else if ctx.link.learn_transport(status).await {
+            return over_sse(ctx, request).await;
+        }
+        return answer_from_body(ctx, request, owner, status, retry_after, body).await;
     }
     if status == StatusCode::ACCEPTED {
         return Err(Failure::upstream(
@@ -111,7 +124,8 @@ async fn send(
         HeaderMap::new()
     };
     let answer = read_answer(ctx, request, owner, response).await?;
-    if initialize && !answer.is_empty() {
+    // A refused handshake establishes no session.
+    if initialize && !answer.is_empty() && !is_jsonrpc_error(&answer) {
         ctx.link.upstream.adopt_initialize(&headers, &answer);
     }
     Ok(answer)
@@ -139,6 +153,18 @@ async fn read_answer(
     }
     let retry_after = requested_delay(&response);
     let body = read_capped(response, ctx.link.upstream.max_message_size()).await?;
+    answer_from_body(ctx, request, owner, status, retry_after, body).await
+}
+
+/// The answer in a whole (non-SSE) body, or the failure its status means.
+async fn answer_from_body(
+    ctx: &Ctx,
+    request: &Outgoing<'_>,
+    owner: &mut Owner<'_, '_>,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, Failure> {
     if status.is_success() && body.iter().all(u8::is_ascii_whitespace) {
         return Err(Failure::upstream(format!(
             "HTTP {status} from upstream with an empty body"

@@ -549,6 +549,27 @@ async fn a_modern_host_gets_discover_and_decorated_results_from_a_legacy_server(
 }
 
 #[tokio::test]
+async fn a_handshake_refused_with_32022_is_neither_a_session_nor_a_sign_of_http_sse() {
+    // A legacy host forced onto the handshake era in front of a 2026-07-28-only server:
+    // its initialize gets the server's -32022, the relay does not go looking for an
+    // HTTP+SSE stream (the error proves Streamable HTTP) and sets up no session.
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &["--protocol-era", "legacy"]).await;
+    let refused = relay
+        .call(json!(0), "initialize", host_initialize_params())
+        .await;
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    relay
+        .wait_stderr("transport chosen: the POST got HTTP 400 Bad Request with a 2026-07-28 -32022")
+        .await;
+    assert!(
+        upstream.seen().iter().all(|s| s.method == Method::POST),
+        "no GET for an HTTP+SSE stream"
+    );
+    assert!(!relay.stderr().contains("upstream session established"));
+}
+
+#[tokio::test]
 async fn the_probe_is_one_discover_and_inconclusive_outcomes_decide_nothing() {
     // A 500 to the probe is not era evidence: the host's initialize goes through as is,
     // and the next request probes again.
