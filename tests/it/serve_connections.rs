@@ -30,6 +30,13 @@ fn post_head(port: u16, length: usize, extra: &str) -> String {
     )
 }
 
+/// A new connection to `serve` with `bytes` written on it.
+async fn connect_and_send(serve: &Serve, bytes: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
+    stream.write_all(bytes.as_bytes()).await.unwrap();
+    stream
+}
+
 /// One response off the stream: its head (lower-cased) and its body, by Content-Length.
 async fn read_response(stream: &mut TcpStream) -> (String, String) {
     tokio::time::timeout(DEADLINE, async {
@@ -77,11 +84,7 @@ async fn assert_refused_and_closed(stream: &mut TcpStream, status: u16) {
 #[tokio::test]
 async fn a_401_answered_before_the_body_arrived_keeps_the_connection_for_the_next_request() {
     let serve = serve_with_token(&[]).await;
-    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    stream
-        .write_all(post_head(serve.port, BODY.len(), "").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connect_and_send(&serve, &post_head(serve.port, BODY.len(), "")).await;
     // The body comes late, as it does when a client writes its headers and its body apart
     // on a busy machine: serve has seen the headers alone and knows the answer is a 401.
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -107,19 +110,12 @@ async fn a_401_answered_before_the_body_arrived_keeps_the_connection_for_the_nex
 #[tokio::test]
 async fn a_refused_body_larger_than_max_drain_size_closes_the_connection_and_says_so() {
     let serve = serve_with_token(&["--max-drain-size", "16"]).await;
-    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    stream
-        .write_all(post_head(serve.port, BODY.len(), "").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connect_and_send(&serve, &post_head(serve.port, BODY.len(), "")).await;
     assert_refused_and_closed(&mut stream, 401).await;
     // A body within the bound on another connection keeps it open (the bound, not the
     // refusal, closed the first).
-    let mut small = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    small
-        .write_all(format!("{}{{}}", post_head(serve.port, 2, "")).as_bytes())
-        .await
-        .unwrap();
+    let mut small =
+        connect_and_send(&serve, &format!("{}{{}}", post_head(serve.port, 2, ""))).await;
     let (head, _) = read_response(&mut small).await;
     assert!(
         head.starts_with("http/1.1 401") && !head.contains("connection: close"),
@@ -130,11 +126,7 @@ async fn a_refused_body_larger_than_max_drain_size_closes_the_connection_and_say
 #[tokio::test]
 async fn a_refused_body_that_never_comes_closes_the_connection_after_timeout_drain() {
     let serve = serve_with_token(&["--timeout-drain", "0.2"]).await;
-    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    stream
-        .write_all(post_head(serve.port, BODY.len(), "").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connect_and_send(&serve, &post_head(serve.port, BODY.len(), "")).await;
     // The client holds its body back; the 401 still comes, and closes the connection.
     assert_refused_and_closed(&mut stream, 401).await;
 }
@@ -142,22 +134,18 @@ async fn a_refused_body_that_never_comes_closes_the_connection_after_timeout_dra
 #[tokio::test]
 async fn a_client_that_expects_100_continue_gets_its_refusal_at_once_and_no_continue() {
     let serve = serve_with_token(&[]).await;
-    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    stream
-        .write_all(post_head(serve.port, 1 << 20, "Expect: 100-continue\r\n").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connect_and_send(
+        &serve,
+        &post_head(serve.port, 1 << 20, "Expect: 100-continue\r\n"),
+    )
+    .await;
     assert_refused_and_closed(&mut stream, 401).await;
 }
 
 #[tokio::test]
 async fn a_413_for_a_declared_oversize_body_closes_the_connection() {
     let serve = Serve::start(&["--max-message-size", "1024"]).await;
-    let mut stream = TcpStream::connect(("127.0.0.1", serve.port)).await.unwrap();
-    stream
-        .write_all(post_head(serve.port, 4096, "").as_bytes())
-        .await
-        .unwrap();
+    let mut stream = connect_and_send(&serve, &post_head(serve.port, 4096, "")).await;
     stream.write_all(&[b' '; 512]).await.unwrap();
     assert_refused_and_closed(&mut stream, 413).await;
 }
