@@ -9,6 +9,7 @@ mod check;
 mod cli;
 mod faults_relay;
 mod faults_serve;
+mod hot_functions;
 mod keyring;
 mod layers;
 mod oauth;
