@@ -1,9 +1,12 @@
 //! The per-request `_meta` envelope of 2026-07-28: reading a modern host's claim, stamping
 //! one onto a legacy host's request, and stripping it before a legacy server sees it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -107,6 +110,106 @@ pub struct Stamp {
     pub log_level: Option<String>,
 }
 
+impl Stamp {
+    /// The stamp's `_meta` members as JSON text (`"key":value,…`), ready to splice into a
+    /// request's `_meta` with [`stamped_params`]: computed once per host profile, not per
+    /// request.
+    pub fn members(&self) -> String {
+        let mut meta = Map::new();
+        meta.insert(META_PROTOCOL_VERSION.into(), self.version.clone().into());
+        meta.insert(META_CLIENT_CAPABILITIES.into(), self.capabilities.clone());
+        meta.insert(META_CLIENT_INFO.into(), self.client_info.clone());
+        if let Some(level) = &self.log_level {
+            meta.insert(META_LOG_LEVEL.into(), level.clone().into());
+        }
+        let text = serde_json::to_string(&meta).expect("a JSON map serializes");
+        text[1..text.len() - 1].to_owned()
+    }
+}
+
+/// The keys a stamp owns: whatever the host put under them is replaced (or, for the log
+/// level, removed when the host set none).
+const STAMPED_KEYS: [&str; 4] = [
+    META_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+];
+
+/// An object's members in the order written, values left as raw text.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    members.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+fn push_member(out: &mut String, key: &str, value: &str) {
+    if !out.ends_with('{') {
+        out.push(',');
+    }
+    out.push_str(&serde_json::to_string(key).expect("a string serializes"));
+    out.push(':');
+    out.push_str(value);
+}
+
+/// `params` (absent counts as `{}`) with the stamp's `members` in `_meta`, as JSON text, the
+/// same as [`stamp`] on [`params_object`] but without building a tree: every other member
+/// (a progress token, trace context, the arguments) is copied as the host wrote it. `None`
+/// when `params` is not an object. A repeated `_meta` counts once (the last, as a parser
+/// keeps it).
+pub fn stamped_params(params: Option<&[u8]>, members: &str) -> Option<String> {
+    let mut out = String::with_capacity(params.map_or(0, <[u8]>::len) + members.len() + 16);
+    out.push('{');
+    let mut host_meta = None;
+    if let Some(params) = params {
+        let Members(params) = serde_json::from_slice(params).ok()?;
+        for (key, value) in params {
+            if key == "_meta" {
+                host_meta = Some(value);
+            } else {
+                push_member(&mut out, &key, value.get());
+            }
+        }
+    }
+    let kept = host_meta
+        .and_then(|meta| serde_json::from_str::<Members<'_>>(meta.get()).ok())
+        .map(|Members(meta)| meta)
+        .unwrap_or_default();
+    let mut meta = String::with_capacity(members.len() + 64);
+    meta.push('{');
+    for (key, value) in kept {
+        if !STAMPED_KEYS.contains(&key.as_ref()) {
+            push_member(&mut meta, &key, value.get());
+        }
+    }
+    if !members.is_empty() {
+        if !meta.ends_with('{') {
+            meta.push(',');
+        }
+        meta.push_str(members);
+    }
+    meta.push('}');
+    push_member(&mut out, "_meta", &meta);
+    out.push('}');
+    Some(out)
+}
+
 /// `params` (absent counts as `{}`) as an object; `None` if they are not an object.
 pub fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
     match params {
@@ -205,6 +308,60 @@ mod tests {
                 requested: "1900-01-01".into()
             })
         );
+    }
+
+    fn a_stamp() -> Stamp {
+        Stamp {
+            version: "2026-07-28".into(),
+            capabilities: json!({"sampling":{}}),
+            client_info: json!({"name":"h","version":"1"}),
+            log_level: None,
+        }
+    }
+
+    /// The text splice must mean exactly what stamping the parsed tree means.
+    #[test]
+    fn splicing_the_stamp_equals_stamping_the_tree() {
+        let cases = [
+            None,
+            Some(r#"{}"#),
+            Some(r#"{"name":"echo","arguments":{"i":1}}"#),
+            Some(r#"{"name":"e\"cho","_meta":{"progressToken":7,"vendor.x/y":[1,2]}}"#),
+            Some(
+                r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/other":1},"cursor":"c"}"#,
+            ),
+            Some(r#"{"_meta":null,"x":1}"#),
+            Some(r#"{"_meta":[1],"x":1}"#),
+            Some(r#"{"_meta":{"a":1},"x":{"_meta":{"nested":true}},"_meta":{"b":2}}"#),
+            Some("{ \"spaced\" : [ 1 , 2 ] }"),
+        ];
+        for stamp_with_level in [
+            a_stamp(),
+            Stamp {
+                log_level: Some("info".into()),
+                ..a_stamp()
+            },
+        ] {
+            for case in cases {
+                let spliced = stamped_params(case.map(str::as_bytes), &stamp_with_level.members())
+                    .unwrap_or_else(|| panic!("{case:?} is an object"));
+                let mut tree = params_object(case.map(raw).as_deref()).unwrap();
+                stamp(&mut tree, &stamp_with_level);
+                let spliced: Value = serde_json::from_str(&spliced).unwrap();
+                assert_eq!(spliced, Value::Object(tree), "{case:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn splicing_refuses_params_that_are_not_an_object() {
+        for case in ["[1]", "3", "\"x\"", "null", "{", "{\"a\":}"] {
+            assert_eq!(
+                stamped_params(Some(case.as_bytes()), &a_stamp().members()),
+                None,
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -28,24 +28,34 @@ pub struct InputRequired {
 
 #[derive(Deserialize)]
 struct Shape {
-    #[serde(rename = "resultType")]
-    result_type: Option<String>,
     #[serde(rename = "inputRequests", default)]
     input_requests: Option<Map<String, Value>>,
     #[serde(rename = "requestState", default)]
     request_state: Option<Box<RawValue>>,
 }
 
-/// The result's `resultType` (absent means `complete`).
-pub fn result_type(result: &RawValue) -> Option<String> {
-    serde_json::from_str::<Shape>(result.get())
-        .ok()
-        .and_then(|s| s.result_type)
+#[derive(Deserialize)]
+struct TypeOnly<'a> {
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// Reads an `input_required` result; `Err` says why it is unusable.
-pub fn read(result: &RawValue) -> Result<InputRequired, String> {
-    let shape: Shape = serde_json::from_str(result.get())
+/// The result's `resultType` (absent means `complete`), from the result's JSON text. Most
+/// results have none, so the text is searched before anything is parsed (a key written
+/// with `\u` escapes is parsed all the same).
+pub fn result_type(result: &str) -> Option<String> {
+    if !result.contains("resultType") && !result.contains("\\u") {
+        return None;
+    }
+    serde_json::from_str::<TypeOnly<'_>>(result)
+        .ok()
+        .and_then(|s| s.result_type)
+        .map(std::borrow::Cow::into_owned)
+}
+
+/// Reads an `input_required` result (its JSON text); `Err` says why it is unusable.
+pub fn read(result: &str) -> Result<InputRequired, String> {
+    let shape: Shape = serde_json::from_str(result)
         .map_err(|e| format!("the input_required result is malformed: {e}"))?;
     let mut requests = Vec::new();
     for (key, request) in shape.input_requests.unwrap_or_default() {
@@ -169,19 +179,36 @@ mod tests {
         let result = raw(
             r#"{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m"}},"b":{"method":"roots/list"}},"requestState":"s\u00e9\"x"}"#,
         );
-        assert_eq!(result_type(&result).as_deref(), Some("input_required"));
-        let input = read(&result).unwrap();
+        assert_eq!(result_type(result.get()).as_deref(), Some("input_required"));
+        let input = read(result.get()).unwrap();
         assert_eq!(input.requests.len(), 2);
         assert_eq!(input.request_state.unwrap().get(), r#""s\u00e9\"x""#);
+    }
+
+    #[test]
+    fn the_result_type_is_found_however_its_key_is_written() {
+        assert_eq!(result_type(r#"{"content":[],"isError":false}"#), None);
+        assert_eq!(
+            result_type(r#"{"result\u0054ype":"input_required"}"#).as_deref(),
+            Some("input_required")
+        );
+        assert_eq!(
+            result_type(r#"{"content":[{"type":"text","text":"resultType"}]}"#),
+            None
+        );
+        assert_eq!(
+            result_type(r#"{"resultType":"complete"}"#).as_deref(),
+            Some("complete")
+        );
     }
 
     #[test]
     fn refuses_what_is_not_an_input_request() {
         let bad =
             raw(r#"{"resultType":"input_required","inputRequests":{"a":{"method":"tools/call"}}}"#);
-        assert!(read(&bad).is_err());
+        assert!(read(bad.get()).is_err());
         let empty = raw(r#"{"resultType":"input_required"}"#);
-        assert!(read(&empty).is_err());
+        assert!(read(empty.get()).is_err());
     }
 
     #[test]

@@ -49,7 +49,10 @@ pub async fn upstream_era(
         }
     };
     let era = match (verdict, eras.choice) {
-        (Verdict::Modern { version, discover }, _) => UpstreamEra::Modern { version, discover },
+        (Verdict::Modern { version, discover }, _) => UpstreamEra::Modern {
+            version,
+            discover: discover.map(std::sync::Arc::new),
+        },
         (_, EraChoice::Modern) => UpstreamEra::Modern {
             version: MODERN_VERSION.to_owned(),
             discover: None,

@@ -124,11 +124,16 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
                 id: id.clone(),
                 raw_id,
                 method,
+                params: parsed
+                    .params
+                    .map(|params| content.slice_ref(params.get().as_bytes())),
                 line: content.clone(),
             };
+            // Boxed here, once: the future holds the whole HTTP exchange (kilobytes), and
+            // spawning it unboxed copies it through every frame of the spawn.
             let task = relay
                 .tasks
-                .spawn(serve_request(relay.clone(), call, host_era));
+                .spawn(Box::pin(serve_request(relay.clone(), call, host_era)));
             relay.ctx.gate.attach(&id, task.abort_handle());
             true
         }

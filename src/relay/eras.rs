@@ -2,7 +2,7 @@
 //! request, the upstream's from the probe (`detect`) or `--protocol-era`, cached for the
 //! life of the process and forgotten when the upstream proves it wrong.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -15,8 +15,9 @@ pub enum UpstreamEra {
     Legacy,
     Modern {
         version: String,
-        /// Its DiscoverResult, when the probe got one.
-        discover: Option<Value>,
+        /// Its DiscoverResult, when the probe got one (shared: every request reads the era,
+        /// and only `initialize` needs this).
+        discover: Option<Arc<Value>>,
     },
 }
 

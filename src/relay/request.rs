@@ -11,4 +11,7 @@ pub struct Call {
     pub raw_id: String,
     pub method: String,
     pub line: Bytes,
+    /// `params` as written in `line` (a slice of it), so the paths need not parse the line
+    /// again.
+    pub params: Option<Bytes>,
 }

@@ -2,7 +2,7 @@
 //! declares them, and its client info) and what it set since (`logging/setLevel`): the
 //! envelope stamped on every request translated for it.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -46,12 +46,34 @@ impl Profile {
 /// The host's profile, kept for every request translated on its behalf.
 #[derive(Default)]
 pub struct HostProfile {
-    profile: Mutex<Profile>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    profile: Profile,
+    /// The stamp's `_meta` members for one version, as JSON text: every translated request
+    /// carries them, so they are written once, not per request.
+    members: Option<(String, Arc<str>)>,
 }
 
 impl HostProfile {
     pub fn get(&self) -> Profile {
-        self.profile.lock().expect("profile lock").clone()
+        self.inner.lock().expect("profile lock").profile.clone()
+    }
+
+    /// The envelope's `_meta` members for requests in `version` (see
+    /// [`crate::era::envelope::stamped_params`]).
+    pub fn stamp_members(&self, version: &str) -> Arc<str> {
+        let mut inner = self.inner.lock().expect("profile lock");
+        if let Some((for_version, members)) = &inner.members
+            && for_version == version
+        {
+            return members.clone();
+        }
+        let members: Arc<str> = inner.profile.stamp(version).members().into();
+        inner.members = Some((version.to_owned(), members.clone()));
+        members
     }
 
     /// Keeps what the host declared in `initialize`, whichever path answers it (the
@@ -60,14 +82,17 @@ impl HostProfile {
         let params: InitializeParams = params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
-        let mut profile = self.profile.lock().expect("profile lock");
-        profile.capabilities = capabilities_for_modern(&params.capabilities);
-        profile.client_info = params.client_info.filter(Value::is_object);
+        let mut inner = self.inner.lock().expect("profile lock");
+        inner.profile.capabilities = capabilities_for_modern(&params.capabilities);
+        inner.profile.client_info = params.client_info.filter(Value::is_object);
+        inner.members = None;
     }
 
     /// From `logging/setLevel`: sent on every later request.
     pub fn set_log_level(&self, level: String) {
-        self.profile.lock().expect("profile lock").log_level = Some(level);
+        let mut inner = self.inner.lock().expect("profile lock");
+        inner.profile.log_level = Some(level);
+        inner.members = None;
     }
 }
 
@@ -79,4 +104,33 @@ pub struct InitializeParams {
     pub capabilities: Value,
     #[serde(rename = "clientInfo")]
     pub client_info: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    #[test]
+    fn the_cached_members_follow_what_the_host_declared_and_set() {
+        let profile = HostProfile::default();
+        let before = profile.stamp_members("2026-07-28");
+        assert!(!before.contains("logLevel"), "{before}");
+        let params = RawValue::from_string(
+            r#"{"capabilities":{"sampling":{}},"clientInfo":{"name":"h","version":"2"}}"#.into(),
+        )
+        .unwrap();
+        profile.remember_initialize(Some(&params));
+        let declared = profile.stamp_members("2026-07-28");
+        assert!(declared.contains(r#""name":"h""#), "{declared}");
+        assert!(declared.contains("sampling"), "{declared}");
+        profile.set_log_level("debug".into());
+        let leveled = profile.stamp_members("2026-07-28");
+        assert!(
+            leveled.contains(r#""io.modelcontextprotocol/logLevel":"debug""#),
+            "{leveled}"
+        );
+        let other = profile.stamp_members("2026-09-01");
+        assert!(other.contains("2026-09-01"), "{other}");
+    }
 }

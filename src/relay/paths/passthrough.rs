@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use serde_json::{Value, json};
 
-use super::tool_args::{Arguments, add_param_headers, envelope_only, refresh};
+use super::tool_args::{add_param_headers, envelope_only, refresh};
 use crate::era::bridge::modern_code_for_modern_host;
 use crate::era::envelope::{self, Claim, ClaimError};
 use crate::era::{HEADER_MISMATCH, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
@@ -110,7 +110,7 @@ async fn relay_request(ctx: &Ctx, request: &Call) -> Result<(), Failure> {
                 ctx,
                 &version,
                 name,
-                Arguments::Raw(view.as_ref().and_then(|v| v.arguments)),
+                view.as_ref().and_then(|v| v.arguments),
                 || envelope_only(envelope::params_object(parsed.params).as_ref()),
                 &mut headers,
             )

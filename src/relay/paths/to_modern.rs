@@ -3,6 +3,7 @@
 //! `ping` and `logging/setLevel` locally, carries subscriptions on `subscriptions/listen`,
 //! and turns `input_required` results into real requests to the host, then retries.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,17 +13,16 @@ use serde_json::{Map, Value, json};
 
 use super::host_profile::{HostProfile, InitializeParams};
 use super::listen::Listens;
-use super::tool_args::{Arguments, add_param_headers, envelope_only, refresh};
+use super::tool_args::{add_param_headers, envelope_only, refresh};
 use crate::era::HEADER_MISMATCH;
 use crate::era::bridge::initialize_result;
 use crate::era::envelope::{self, request_line};
 use crate::era::mrtr::{self, InputRequest};
 use crate::jsonrpc::error::{INVALID_PARAMS, with_error_object};
 use crate::jsonrpc::framing::one_line;
-use crate::jsonrpc::message;
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::context::Ctx;
-use crate::relay::detect::modern_headers;
+use crate::relay::detect::{modern_headers, modern_headers_named};
 use crate::relay::eras::UpstreamEra;
 use crate::relay::gate::Failure;
 use crate::relay::link::response::error_code;
@@ -62,7 +62,12 @@ impl ToModern {
 }
 
 /// Serves one legacy request against a modern server speaking `version`.
-pub async fn serve(path: Arc<ToModern>, request: Call, version: String, discover: Option<Value>) {
+pub async fn serve(
+    path: Arc<ToModern>,
+    request: Call,
+    version: String,
+    discover: Option<Arc<Value>>,
+) {
     if let Err(failure) = answer(&path, &request, &version, discover).await {
         path.ctx.gate.fail(&request.id, &failure).await;
     }
@@ -72,21 +77,19 @@ async fn answer(
     path: &Arc<ToModern>,
     request: &Call,
     version: &str,
-    discover: Option<Value>,
+    discover: Option<Arc<Value>>,
 ) -> Result<(), Failure> {
-    let parsed =
-        message::parse(&request.line).map_err(|_| Failure::upstream("unparsable request"))?;
+    let params = request.params.as_deref();
     match request.method.as_str() {
         "initialize" => {
-            let params: InitializeParams = parsed
-                .params
-                .and_then(|p| serde_json::from_str(p.get()).ok())
+            let params: InitializeParams = params
+                .and_then(|p| serde_json::from_slice(p).ok())
                 .unwrap_or_default();
             let discover = match discover {
                 Some(discover) => Some(discover),
                 None => fetch_discover(path, version).await,
             };
-            let result = initialize_result(discover.as_ref(), params.protocol_version.as_deref());
+            let result = initialize_result(discover.as_deref(), params.protocol_version.as_deref());
             tracing::info!(
                 protocol_version = %result["protocolVersion"],
                 "answered the host's initialize from the 2026-07-28 server's server/discover"
@@ -95,19 +98,13 @@ async fn answer(
         }
         "ping" => deliver(path, request, &json!({})).await,
         "logging/setLevel" => {
-            let level = parsed
-                .params
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned))
+            let level = param_string(params, "level")
                 .ok_or_else(|| invalid_params("logging/setLevel needs params.level"))?;
             path.profile.set_log_level(level);
             deliver(path, request, &json!({})).await;
         }
         "resources/subscribe" | "resources/unsubscribe" => {
-            let uri = parsed
-                .params
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned))
+            let uri = param_string(params, "uri")
                 .ok_or_else(|| invalid_params("params.uri is required"))?;
             if request.method == "resources/subscribe" {
                 path.listens.subscribe(&path.ctx, version, uri);
@@ -116,22 +113,31 @@ async fn answer(
             }
             deliver(path, request, &json!({})).await;
         }
-        _ => forward(path, request, version, parsed.params).await?,
+        _ => forward(path, request, version, params).await?,
     }
     Ok(())
 }
 
+/// A string member of the request's params.
+fn param_string(params: Option<&[u8]>, key: &str) -> Option<String> {
+    params
+        .and_then(|p| serde_json::from_slice::<Value>(p).ok())
+        .and_then(|p| p.get(key).and_then(Value::as_str).map(str::to_owned))
+}
+
 /// The server's DiscoverResult, asked with the host's envelope (the probe did not get one).
-async fn fetch_discover(path: &ToModern, version: &str) -> Option<Value> {
+async fn fetch_discover(path: &ToModern, version: &str) -> Option<Arc<Value>> {
     let mut params = Map::new();
     envelope::stamp(&mut params, &path.profile.get().stamp(version));
     let answer = own_request(path, version, "server/discover", &params)
         .await
         .ok()?;
-    let result = serde_json::from_slice::<Value>(&answer)
-        .ok()?
-        .get("result")?
-        .clone();
+    let result = Arc::new(
+        serde_json::from_slice::<Value>(&answer)
+            .ok()?
+            .get("result")?
+            .clone(),
+    );
     path.ctx.eras.set_upstream(UpstreamEra::Modern {
         version: version.to_owned(),
         discover: Some(result.clone()),
@@ -162,41 +168,62 @@ pub async fn own_request(
     call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await
 }
 
+/// The upstream's answer, borrowed from its line.
 #[derive(Deserialize)]
-struct Reply {
-    result: Option<Box<RawValue>>,
-    error: Option<Box<RawValue>>,
+struct Reply<'a> {
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// What a translated request's headers need from its params, borrowed from them.
+#[derive(Deserialize, Default)]
+struct Addressed<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
 }
 
 /// Sends a host request upstream with the envelope, running as many input rounds as the
-/// server needs (up to `--max-input-rounds`).
+/// server needs (up to `--max-input-rounds`). The host's params are copied as written, with
+/// the envelope spliced into `_meta`; they are parsed into a tree only for the rare rounds
+/// that need one (an unknown tool, `input_required`).
 async fn forward(
     path: &ToModern,
     request: &Call,
     version: &str,
-    params: Option<&RawValue>,
+    params: Option<&[u8]>,
 ) -> Result<(), Failure> {
     let method = request.method.as_str();
-    let mut params = envelope::params_object(params)
+    let members = path.profile.stamp_members(version);
+    let stamped = envelope::stamped_params(params, &members)
         .ok_or_else(|| invalid_params("params must be an object"))?;
-    let profile = path.profile.get();
-    envelope::stamp(&mut params, &profile.stamp(version));
-    let original = params;
-    let mut body_params = serde_json::to_string(&original).expect("a JSON map serializes");
+    let addressed: Addressed<'_> = serde_json::from_str(&stamped).unwrap_or_default();
+    let name = match crate::era::headers::name_field(method) {
+        Some("uri") => addressed.uri.as_deref(),
+        Some(_) => addressed.name.as_deref(),
+        None => None,
+    };
+    let tree = || envelope::params_object(serde_json::from_str(&stamped).ok()).unwrap_or_default();
+    let mut body_params: Cow<'_, str> = Cow::Borrowed(&stamped);
     let max_rounds = path.ctx.config.max_input_rounds;
     let mut rounds = 0;
     let mut relisted = false;
     loop {
         let id = path.ctx.next_upstream_id("call");
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        let mut headers = modern_headers(version, method, Some(&original))?;
+        let mut headers = modern_headers_named(version, method, name)?;
         if method == "tools/call" {
             add_param_headers(
                 &path.ctx,
                 version,
-                original.get("name").and_then(Value::as_str),
-                Arguments::Parsed(original.get("arguments")),
-                || envelope_only(Some(&original)),
+                name,
+                addressed.arguments,
+                || envelope_only(Some(&tree())),
                 &mut headers,
             )
             .await?;
@@ -219,25 +246,23 @@ async fn forward(
             Aside::Host(one_line(payload).into_owned())
         })
         .await?;
-        let reply: Reply = serde_json::from_slice(&answer)
+        let reply: Reply<'_> = serde_json::from_slice(&answer)
             .map_err(|_| Failure::upstream("the upstream's answer is not valid JSON-RPC"))?;
         if let Some(error) = reply.error {
             if method == "tools/call" && !relisted && error_code(&answer) == Some(HEADER_MISMATCH) {
                 relisted = true;
-                refresh(&path.ctx, version, &envelope_only(Some(&original))).await?;
+                refresh(&path.ctx, version, &envelope_only(Some(&tree()))).await?;
                 continue;
             }
             path.ctx
                 .gate
-                .deliver(&request.id, with_error_object(&request.raw_id, &error))
+                .deliver(&request.id, with_error_object(&request.raw_id, error))
                 .await;
             return Ok(());
         }
-        let result = reply
-            .result
-            .unwrap_or_else(|| RawValue::from_string("{}".into()).expect("valid JSON"));
+        let result = reply.result.map_or("{}", RawValue::get);
         if mrtr::may_require_input(method)
-            && mrtr::result_type(&result).as_deref() == Some("input_required")
+            && mrtr::result_type(result).as_deref() == Some("input_required")
         {
             if rounds >= max_rounds {
                 return give_up(path, request, &format!(
@@ -245,21 +270,25 @@ async fn forward(
                 )).await;
             }
             rounds += 1;
-            let input = match mrtr::read(&result) {
+            let input = match mrtr::read(result) {
                 Ok(input) => input,
                 Err(why) => return give_up(path, request, &why).await,
             };
-            let responses = match ask_host(path, &profile.capabilities, &input.requests).await {
+            let capabilities = path.profile.get().capabilities;
+            let responses = match ask_host(path, &capabilities, &input.requests).await {
                 Ok(responses) => responses,
                 Err(why) => return give_up(path, request, &why).await,
             };
-            body_params = mrtr::retry_params(&original, responses, input.request_state.as_deref());
+            body_params = Cow::Owned(mrtr::retry_params(
+                &tree(),
+                responses,
+                input.request_state.as_deref(),
+            ));
             continue;
         }
         let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
             request.raw_id,
-            result.get()
         )
         .into_bytes();
         let line = if method == "tools/list" {

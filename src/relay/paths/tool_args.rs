@@ -65,19 +65,13 @@ pub async fn refresh(ctx: &Ctx, version: &str, meta: &Map<String, Value>) -> Res
     Ok(())
 }
 
-/// A call's arguments, as the caller has them.
-pub enum Arguments<'a> {
-    Raw(Option<&'a serde_json::value::RawValue>),
-    Parsed(Option<&'a Value>),
-}
-
 /// Adds a `tools/call`'s `Mcp-Param-*` headers for tool `name`, listing the tools first
 /// (with the envelope `meta` gives) if the relay has not seen this one.
 pub async fn add_param_headers(
     ctx: &Ctx,
     version: &str,
     name: Option<&str>,
-    arguments: Arguments<'_>,
+    arguments: Option<&serde_json::value::RawValue>,
     meta: impl FnOnce() -> Map<String, Value>,
     headers: &mut HeaderMap,
 ) -> Result<(), Failure> {
@@ -96,15 +90,8 @@ pub async fn add_param_headers(
     if known.is_empty() {
         return Ok(()); // the common case: nothing to mirror, nothing to parse
     }
-    let parsed;
-    let arguments = match arguments {
-        Arguments::Parsed(arguments) => arguments,
-        Arguments::Raw(raw) => {
-            parsed = raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
-            parsed.as_ref()
-        }
-    };
-    for (header, value) in values(&known, arguments) {
+    let arguments = arguments.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+    for (header, value) in values(&known, arguments.as_ref()) {
         insert(headers, &header, &value)?;
     }
     Ok(())
