@@ -168,23 +168,42 @@ fn push_member(out: &mut String, key: &str, value: &str) {
     out.push_str(value);
 }
 
+/// A host's params with the envelope spliced in: the text to send, and the host's own
+/// members (borrowed, as written) for whatever else the request needs from them.
+pub struct Stamped<'a> {
+    pub text: String,
+    host: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> Stamped<'a> {
+    /// The host's member `key` (the last, if repeated), as written.
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.host
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| *v)
+    }
+}
+
 /// `params` (absent counts as `{}`) with the stamp's `members` in `_meta`, as JSON text, the
 /// same as [`stamp`] on [`params_object`] but without building a tree: every other member
 /// (a progress token, trace context, the arguments) is copied as the host wrote it. `None`
 /// when `params` is not an object. A repeated `_meta` counts once (the last, as a parser
 /// keeps it).
-pub fn stamped_params(params: Option<&[u8]>, members: &str) -> Option<String> {
+pub fn stamped_params<'a>(params: Option<&'a [u8]>, members: &str) -> Option<Stamped<'a>> {
     let mut out = String::with_capacity(params.map_or(0, <[u8]>::len) + members.len() + 16);
     out.push('{');
+    let host = match params {
+        Some(params) => serde_json::from_slice::<Members<'a>>(params).ok()?.0,
+        None => Vec::new(),
+    };
     let mut host_meta = None;
-    if let Some(params) = params {
-        let Members(params) = serde_json::from_slice(params).ok()?;
-        for (key, value) in params {
-            if key == "_meta" {
-                host_meta = Some(value);
-            } else {
-                push_member(&mut out, &key, value.get());
-            }
+    for (key, value) in &host {
+        if key == "_meta" {
+            host_meta = Some(*value);
+        } else {
+            push_member(&mut out, key, value.get());
         }
     }
     let kept = host_meta
@@ -207,7 +226,7 @@ pub fn stamped_params(params: Option<&[u8]>, members: &str) -> Option<String> {
     meta.push('}');
     push_member(&mut out, "_meta", &meta);
     out.push('}');
-    Some(out)
+    Some(Stamped { text: out, host })
 }
 
 /// `params` (absent counts as `{}`) as an object; `None` if they are not an object.
@@ -344,7 +363,8 @@ mod tests {
         ] {
             for case in cases {
                 let spliced = stamped_params(case.map(str::as_bytes), &stamp_with_level.members())
-                    .unwrap_or_else(|| panic!("{case:?} is an object"));
+                    .unwrap_or_else(|| panic!("{case:?} is an object"))
+                    .text;
                 let mut tree = params_object(case.map(raw).as_deref()).unwrap();
                 stamp(&mut tree, &stamp_with_level);
                 let spliced: Value = serde_json::from_str(&spliced).unwrap();
@@ -354,11 +374,22 @@ mod tests {
     }
 
     #[test]
+    fn the_host_members_are_kept_as_written() {
+        let params = br#"{"name":"a","arguments":{"x":1},"name":"b"}"#;
+        let stamped = stamped_params(Some(params), &a_stamp().members()).unwrap();
+        assert_eq!(stamped.get("name").map(RawValue::get), Some(r#""b""#));
+        assert_eq!(
+            stamped.get("arguments").map(RawValue::get),
+            Some(r#"{"x":1}"#)
+        );
+        assert!(stamped.get("uri").is_none());
+    }
+
+    #[test]
     fn splicing_refuses_params_that_are_not_an_object() {
         for case in ["[1]", "3", "\"x\"", "null", "{", "{\"a\":}"] {
-            assert_eq!(
-                stamped_params(Some(case.as_bytes()), &a_stamp().members()),
-                None,
+            assert!(
+                stamped_params(Some(case.as_bytes()), &a_stamp().members()).is_none(),
                 "{case}"
             );
         }

@@ -53,6 +53,13 @@ pub fn result_type(result: &str) -> Option<String> {
         .map(std::borrow::Cow::into_owned)
 }
 
+/// Whether a result (its JSON text) is `input_required`. Nearly none is, so the text is
+/// searched before anything is parsed.
+pub fn requires_input(result: &str) -> bool {
+    (result.contains("input_required") || result.contains("\\u"))
+        && result_type(result).as_deref() == Some("input_required")
+}
+
 /// Reads an `input_required` result (its JSON text); `Err` says why it is unusable.
 pub fn read(result: &str) -> Result<InputRequired, String> {
     let shape: Shape = serde_json::from_str(result)

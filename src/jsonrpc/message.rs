@@ -91,12 +91,15 @@ pub fn parse(bytes: &[u8]) -> Result<Message<'_>, Invalid> {
         }
         Err(e) => return Err(Invalid::NotJson(e.to_string())),
     };
-    let id_text = envelope
-        .id
-        .filter(|id| is_valid_id(id))
-        .map(|id| id.get().to_owned());
+    // Only a refusal needs the id as text: a well-formed message allocates nothing here.
+    let id_text = || {
+        envelope
+            .id
+            .filter(|id| is_valid_id(id))
+            .map(|id| id.get().to_owned())
+    };
     if envelope.jsonrpc.as_deref() != Some("2.0") {
-        return Err(not_message("\"jsonrpc\" must be \"2.0\"", id_text));
+        return Err(not_message("\"jsonrpc\" must be \"2.0\"", id_text()));
     }
     if let Some(id) = envelope.id
         && !is_valid_id(id)
@@ -105,7 +108,7 @@ pub fn parse(bytes: &[u8]) -> Result<Message<'_>, Invalid> {
         return Err(not_message("\"id\" must be a string or a number", None));
     }
     let kind = match (&envelope.method, envelope.id) {
-        (Some(None), _) => return Err(not_message("\"method\" must be a string", id_text)),
+        (Some(None), _) => return Err(not_message("\"method\" must be a string", id_text())),
         (Some(Some(_)), Some(_)) => Kind::Request,
         (Some(Some(_)), None) => Kind::Notification,
         (None, Some(_)) => match (envelope.result.is_some(), envelope.error.is_some()) {
@@ -113,7 +116,7 @@ pub fn parse(bytes: &[u8]) -> Result<Message<'_>, Invalid> {
             _ => {
                 return Err(not_message(
                     "a response must carry exactly one of \"result\" and \"error\"",
-                    id_text,
+                    id_text(),
                 ));
             }
         },

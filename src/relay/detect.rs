@@ -135,12 +135,30 @@ pub fn modern_headers_named(
 ) -> Result<HeaderMap, Failure> {
     let pairs =
         crate::era::headers::standard_named(version, method, name).map_err(Failure::upstream)?;
-    let mut headers = HeaderMap::with_capacity(pairs.len());
+    let mut headers = HeaderMap::with_capacity(pairs.len() + 2);
     for (name, value) in pairs {
-        insert(&mut headers, name, &value)?;
+        // The standard names are constants: no parsing or copying on every request.
+        let name = match name {
+            crate::era::headers::PROTOCOL_VERSION => PROTOCOL_VERSION_HEADER,
+            crate::era::headers::METHOD => METHOD_HEADER,
+            crate::era::headers::NAME => NAME_HEADER,
+            other => {
+                insert(&mut headers, other, &value)?;
+                continue;
+            }
+        };
+        let value = http::HeaderValue::try_from(value).map_err(|_| {
+            Failure::upstream(format!("the value of {name} cannot be sent as a header"))
+        })?;
+        headers.insert(name, value);
     }
     Ok(headers)
 }
+
+const PROTOCOL_VERSION_HEADER: http::HeaderName =
+    http::HeaderName::from_static(crate::era::headers::PROTOCOL_VERSION);
+const METHOD_HEADER: http::HeaderName = http::HeaderName::from_static(crate::era::headers::METHOD);
+const NAME_HEADER: http::HeaderName = http::HeaderName::from_static(crate::era::headers::NAME);
 
 /// Adds one header; a value that still cannot be a header (it was encoded) is an error.
 pub fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), Failure> {

@@ -177,17 +177,6 @@ struct Reply<'a> {
     error: Option<&'a RawValue>,
 }
 
-/// What a translated request's headers need from its params, borrowed from them.
-#[derive(Deserialize, Default)]
-struct Addressed<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    uri: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-}
-
 /// Sends a host request upstream with the envelope, running as many input rounds as the
 /// server needs (up to `--max-input-rounds`). The host's params are copied as written, with
 /// the envelope spliced into `_meta`; they are parsed into a tree only for the rare rounds
@@ -202,14 +191,14 @@ async fn forward(
     let members = path.profile.stamp_members(version);
     let stamped = envelope::stamped_params(params, &members)
         .ok_or_else(|| invalid_params("params must be an object"))?;
-    let addressed: Addressed<'_> = serde_json::from_str(&stamped).unwrap_or_default();
-    let name = match crate::era::headers::name_field(method) {
-        Some("uri") => addressed.uri.as_deref(),
-        Some(_) => addressed.name.as_deref(),
-        None => None,
-    };
-    let tree = || envelope::params_object(serde_json::from_str(&stamped).ok()).unwrap_or_default();
-    let mut body_params: Cow<'_, str> = Cow::Borrowed(&stamped);
+    let name = crate::era::headers::name_field(method)
+        .and_then(|field| stamped.get(field))
+        .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok());
+    let name = name.as_deref();
+    let arguments = stamped.get("arguments");
+    let tree =
+        || envelope::params_object(serde_json::from_str(&stamped.text).ok()).unwrap_or_default();
+    let mut body_params: Cow<'_, str> = Cow::Borrowed(&stamped.text);
     let max_rounds = path.ctx.config.max_input_rounds;
     let mut rounds = 0;
     let mut relisted = false;
@@ -222,7 +211,7 @@ async fn forward(
                 &path.ctx,
                 version,
                 name,
-                addressed.arguments,
+                arguments,
                 || envelope_only(Some(&tree())),
                 &mut headers,
             )
@@ -261,9 +250,7 @@ async fn forward(
             return Ok(());
         }
         let result = reply.result.map_or("{}", RawValue::get);
-        if mrtr::may_require_input(method)
-            && mrtr::result_type(result).as_deref() == Some("input_required")
-        {
+        if mrtr::may_require_input(method) && mrtr::requires_input(result) {
             if rounds >= max_rounds {
                 return give_up(path, request, &format!(
                     "the server still needed input after {max_rounds} rounds (--max-input-rounds); the call was abandoned"
