@@ -172,7 +172,9 @@ impl Upstream {
 
     /// Headers for one request: ours, the user's, then the session's.
     fn headers(&self, accept: HeaderValue, with_session: bool) -> (HeaderMap, u64, bool) {
-        let mut headers = HeaderMap::with_capacity(self.base_headers.len() + 4);
+        // Room for everything a request ends up with (these, the 2026-07-28 mirrors,
+        // Authorization, and the Host hyper-util adds), so the map never regrows per request.
+        let mut headers = HeaderMap::with_capacity(self.base_headers.len() + 10);
         headers.insert(ACCEPT, accept);
         headers.insert(CONTENT_TYPE, JSON);
         for (name, value) in &self.base_headers {
