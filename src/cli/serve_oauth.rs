@@ -167,6 +167,12 @@ pub fn auth_server(
             Some(name.to_ascii_lowercase())
         }
     };
+    if trusted_user_header.is_some() && args.dev_user.is_some() {
+        return Err(
+            "--dev-user and --trusted-user-header cannot be used together: every request without the proxy's header (any client that reaches this port directly) would be signed in as the dev user. Use --trusted-user-header behind the authenticating proxy, or --dev-user alone for local testing"
+                .into(),
+        );
+    }
     if let Some(user) = &args.dev_user {
         if user.trim().is_empty() || user.chars().any(char::is_control) || user.len() > 256 {
             return Err(

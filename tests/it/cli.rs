@@ -225,6 +225,18 @@ fn serve_takes_one_way_of_checking_callers() {
     check(
         &[
             "--enable-oauth",
+            "--trusted-user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+            "--dev-user",
+            "alice",
+        ],
+        "cannot be used together",
+    );
+    check(
+        &[
+            "--enable-oauth",
             "--allow-redirect-uri",
             "http://app.example.com/cb",
         ],

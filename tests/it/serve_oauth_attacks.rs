@@ -208,6 +208,67 @@ async fn registration_refuses_what_it_cannot_honour() {
     register(&serve).await;
 }
 
+/// A proxy that appends the user header instead of replacing it (Envoy's default) passes
+/// the client's own value along with its own: whichever comes first must not win.
+#[tokio::test]
+async fn a_user_header_given_twice_or_as_a_list_signs_nobody_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(
+        &dir,
+        &[
+            "--trusted-user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ],
+    )
+    .await;
+    let client_id = register(&serve).await;
+    let pkce = Pkce::new();
+    let path = authorize_path(&client_id, &pkce, &[]);
+    // The channel is alive: one value from the proxy is a user and gets a consent page.
+    let bob = [("x-forwarded-user", "bob")];
+    let page = serve.send("GET", &path, &bob, "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let mut fields = form_fields(&page.body);
+    fields.push(("decision".into(), "approve".into()));
+    let pairs: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+
+    let appended = [("x-forwarded-user", "admin"), ("x-forwarded-user", "bob")];
+    let listed = [("x-forwarded-user", "admin, bob")];
+    for headers in [&appended[..], &listed[..]] {
+        let shown = serve.send("GET", &path, headers, "").await;
+        assert_eq!(shown.status, 400, "{headers:?}: {}", shown.body);
+        assert!(
+            shown.body.contains("X-Forwarded-User") || shown.body.contains("x-forwarded-user"),
+            "{}",
+            shown.body
+        );
+        assert!(shown.headers.get("location").is_none());
+        assert!(
+            !shown.body.contains("csrf"),
+            "no consent form: {}",
+            shown.body
+        );
+        // The consent form bob was shown, posted with the ambiguous header: no code.
+        let posted = serve.send_form("/authorize", headers, &pairs).await;
+        assert_eq!(posted.status, 400, "{headers:?}: {}", posted.body);
+        assert!(posted.headers.get("location").is_none());
+    }
+    serve.wait_stderr("ambiguous_user").await;
+    // Bob's own form, with one header, still gives bob his code: nothing was spent.
+    let approved = serve.send_form("/authorize", &bob, &pairs).await;
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    let code = location_param(&approved, "code").expect("a code for bob");
+    let tokens = tokens(&redeem(&serve, &client_id, &code, &pkce.verifier).await);
+    assert_eq!(initialize_as(&serve, &tokens.access).await.status, 200);
+    serve.wait_stderr("principal=bob").await;
+    assert!(!serve.stderr().contains("principal=admin"));
+}
+
 #[tokio::test]
 async fn a_forged_or_stale_consent_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ use super::issuer::Issuer;
 use super::register::ClientRecord;
 use super::reply::{self, Reply};
 use super::store::Code;
+use super::users::NoUser;
 
 /// How long a code may wait to be redeemed.
 pub const CODE_LIFETIME_S: i64 = 60;
@@ -63,7 +64,10 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
     }
     let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
         Ok(user) => user,
-        Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+        Err(NoUser::Absent(why)) => return refuse(back(&request, "access_denied", why), cx.issuer),
+        Err(NoUser::Ambiguous(why)) => {
+            return reply::problem_page(StatusCode::BAD_REQUEST, &why);
+        }
     };
     consent_page(server, &user, &request, cx, false)
 }
@@ -123,7 +127,12 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
         }
         (None, _) => match server.config.users.who(cx.headers, cx.trusted_peer) {
             Ok(user) => user,
-            Err(why) => return refuse(back(&request, "access_denied", why), cx.issuer),
+            Err(NoUser::Absent(why)) => {
+                return refuse(back(&request, "access_denied", why), cx.issuer);
+            }
+            Err(NoUser::Ambiguous(why)) => {
+                return reply::problem_page(StatusCode::BAD_REQUEST, &why);
+            }
         },
     };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
