@@ -286,6 +286,34 @@ def test_users_sign_in_at_an_openid_provider(tmp_path):
     assert world.secret not in log and access not in log and code not in log
 
 
+def test_only_a_verified_email_names_a_user_or_passes_a_domain_rule(tmp_path):
+    """Issue 29, item 1: with the email as the principal (or an --allow-domain rule), a
+    provider that has not verified the email, does not say, or says the string "false"
+    signs nobody in; the boolean true and the string "true" do."""
+    attempts = {
+        "unverified-eve": False, "silent-eve": False, "stringfalse-eve": False,
+        "stringtrue-sam": True, "ann": True,
+    }
+    for flags in (("--principal-claim", "email"), ("--allow-domain", "example.com")):
+        (tmp_path / flags[0].strip("-")).mkdir()
+        world = LoginWorld(tmp_path / flags[0].strip("-"), *flags)
+        try:
+            for user, admitted in attempts.items():
+                reached, page = sign_in_at_provider(world.authorize_url, world.CALLBACK, user)
+                if admitted:
+                    assert reached, f"{flags} {user}: {page}"
+                    world.redeem(reached)
+                else:
+                    assert reached is None, f"{flags} {user} signed in: {page}"
+                    assert "not verified" in page, f"{flags} {user}: {page}"
+        finally:
+            log = world.stop()
+        assert log.count('outcome="unverified_email"') >= 3, log[-3000:]
+        principal = "principal=ann@example.com" if flags[0] == "--principal-claim" else "principal=ann"
+        assert principal in log, log[-3000:]
+        assert "principal=unverified-eve" not in log and "principal=silent-eve" not in log, log[-3000:]
+
+
 def copy_peer(name: str):
     """Node peers run from the peers folder, so `import "oidc-provider"` resolves."""
     import shutil

@@ -65,9 +65,16 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "ISSUER")]
     login_oidc: Option<String>,
 
-    /// The id_token claim that names the user (with --login-oidc), e.g. email.
+    /// The id_token claim that names the user (with --login-oidc): sub (the provider's
+    /// stable subject), oid (Microsoft Entra's), or email (only when the provider says
+    /// email_verified is true). Another claim needs --principal-claim-verified.
     #[arg(long, value_name = "CLAIM", default_value = "sub")]
     principal_claim: String,
+
+    /// The identity provider verifies the --principal-claim value and users cannot change
+    /// it: needed to name users by a claim other than sub, oid or email (e.g. upn).
+    #[arg(long)]
+    principal_claim_verified: bool,
 
     /// Only this user may sign in (--login-oidc; the --principal-claim value). Repeatable.
     #[arg(long, value_name = "NAME")]
@@ -191,6 +198,12 @@ pub fn auth_server(
                 .into(),
         );
     }
+    if login.is_none() && args.principal_claim_verified {
+        return Err(
+            "--principal-claim-verified belongs to --login-oidc sign-ins: add --login-oidc ISSUER"
+                .into(),
+        );
+    }
     if login.is_none() && (!args.allow_user.is_empty() || !args.allow_domain.is_empty()) {
         return Err(
             "--allow-user and --allow-domain limit --login-oidc sign-ins: add --login-oidc ISSUER"
@@ -265,17 +278,25 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
     let issuer = crate::oauth::wellknown::checked(raw, "--login-oidc").map_err(|e| {
         format!("{e}; give the provider's issuer URL, e.g. https://login.example.com/realms/team")
     })?;
-    let (client_id, client_secret) = client_from_env(
-        "MCP_STDIO_LOGIN_CLIENT_ID",
-        "MCP_STDIO_LOGIN_CLIENT_SECRET",
-        "--login-oidc needs this server's client at the provider",
-    )?;
     let claim = args.principal_claim.trim();
     if claim.is_empty() || !claim.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!(
             "--principal-claim '{claim}' is not a claim name, e.g. sub or email"
         ));
     }
+    if crate::serve::authserver::login::claims::principal_kind(claim)
+        == crate::serve::authserver::login::claims::PrincipalKind::Unverifiable
+        && !args.principal_claim_verified
+    {
+        return Err(format!(
+            "--principal-claim {claim} would name users by a claim the provider may let them set (to a colleague's name, say), with nothing saying it was checked: use sub (the default; oid on Microsoft Entra), or email (believed only with email_verified true); if your provider verifies {claim} and users cannot change it, add --principal-claim-verified"
+        ));
+    }
+    let (client_id, client_secret) = client_from_env(
+        "MCP_STDIO_LOGIN_CLIENT_ID",
+        "MCP_STDIO_LOGIN_CLIENT_SECRET",
+        "--login-oidc needs this server's client at the provider",
+    )?;
     if let Some(bad) = args
         .allow_domain
         .iter()
@@ -290,6 +311,7 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
         client_id,
         client_secret,
         principal_claim: claim.to_owned(),
+        principal_claim_verified: args.principal_claim_verified,
         allowed_users: args.allow_user.clone(),
         allowed_domains: args.allow_domain.clone(),
         max_pending: args.login_max_pending as usize,

@@ -237,6 +237,25 @@ fn serve_takes_one_way_of_checking_callers() {
     check(
         &[
             "--enable-oauth",
+            "--login-oidc",
+            "https://login.example.com",
+            "--principal-claim",
+            "preferred_username",
+        ],
+        "--principal-claim-verified",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--dev-user",
+            "a",
+            "--principal-claim-verified",
+        ],
+        "belongs to --login-oidc",
+    );
+    check(
+        &[
+            "--enable-oauth",
             "--allow-redirect-uri",
             "http://app.example.com/cb",
         ],

@@ -2,7 +2,10 @@
 // --login-oidc`: one confidential client (argv[2] its redirect URI, argv[3] its secret), a
 // login page with a user-name form (any name signs in; its email is the name, or
 // NAME@example.com), and consent approved at once. As the provider does by default, the
-// id_token carries only `sub`: `email` comes from UserInfo. Prints its port.
+// id_token carries only `sub`: `email` comes from UserInfo. A name's prefix picks how the
+// provider reports the email: `unverified-` email_verified false, `silent-` no
+// email_verified at all (Microsoft Entra), `stringfalse-` / `stringtrue-` the strings
+// "false" / "true" (Amazon Cognito's UserInfo); any other name is verified. Prints its port.
 import http from "node:http";
 import Provider from "oidc-provider";
 
@@ -24,7 +27,15 @@ const provider = new Provider(issuer, {
   claims: { openid: ["sub"], email: ["email", "email_verified"] },
   findAccount: (ctx, id) => ({
     accountId: id,
-    claims: () => ({ sub: id, email: id.includes("@") ? id : `${id}@example.com`, email_verified: true }),
+    claims: () => {
+      const email = id.includes("@") ? id : `${id}@example.com`;
+      const verified = id.startsWith("unverified-") ? { email_verified: false }
+        : id.startsWith("silent-") ? {}
+        : id.startsWith("stringfalse-") ? { email_verified: "false" }
+        : id.startsWith("stringtrue-") ? { email_verified: "true" }
+        : { email_verified: true };
+      return { sub: id, email, ...verified };
+    },
   }),
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
 });

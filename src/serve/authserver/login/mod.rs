@@ -7,6 +7,7 @@
 //! request. Among replicas the pending sign-in is not remembered but sealed into the
 //! `state` itself (cluster key), so the provider may send the browser back to any replica.
 
+pub mod claims;
 mod id_token;
 mod provider;
 
@@ -30,6 +31,10 @@ pub struct LoginConfig {
     pub client_secret: Secret,
     /// `--principal-claim`: the id_token claim that names the user (`sub` by default).
     pub principal_claim: String,
+    /// `--principal-claim-verified`: the operator vouches that the provider checks the
+    /// principal claim and users cannot change it (required for a claim that is neither a
+    /// stable subject nor `email`).
+    pub principal_claim_verified: bool,
     /// `--allow-user`: only these principals (empty: any).
     pub allowed_users: Vec<String>,
     /// `--allow-domain`: only users whose verified `email` is in one of these domains.
@@ -187,7 +192,10 @@ impl OidcLogin {
             .verifier
             .verify(&exchanged.id_token, &pending.nonce)
             .await?;
-        let needs_email = !self.config.allowed_domains.is_empty() && !claims.contains_key("email");
+        let by_email = !self.config.allowed_domains.is_empty()
+            || claims::principal_kind(&self.config.principal_claim) == claims::PrincipalKind::Email;
+        let needs_email =
+            by_email && !(claims.contains_key("email") && claims.contains_key("email_verified"));
         if (needs_email || !claims.contains_key(&self.config.principal_claim))
             && let Some(access) = &exchanged.access_token
         {
@@ -214,6 +222,17 @@ impl OidcLogin {
                 )
             })?
             .to_owned();
+        if claims::principal_kind(&self.config.principal_claim) == claims::PrincipalKind::Email
+            && !claims::email_verified(&claims)
+        {
+            tracing::info!(
+                outcome = "unverified_email",
+                "sign-in refused: the provider has not verified the email that would name the user"
+            );
+            return Err(format!(
+                "the identity provider has not verified the email {principal} (email_verified is not true), so it cannot name you here; verify it at the provider, or ask this server's operator to name users by their subject (--principal-claim sub)"
+            ));
+        }
         self.allowed(&principal, &claims)?;
         Ok((principal, pending.query))
     }
@@ -231,10 +250,7 @@ impl OidcLogin {
             return Ok(());
         }
         let email = claims.get("email").and_then(serde_json::Value::as_str);
-        let verified = claims
-            .get("email_verified")
-            .and_then(serde_json::Value::as_bool)
-            != Some(false);
+        let verified = claims::email_verified(claims);
         if let Some(domain) = email
             .and_then(|e| e.rsplit_once('@'))
             .map(|(_, d)| d.to_ascii_lowercase())
@@ -245,6 +261,16 @@ impl OidcLogin {
                 .any(|d| d.eq_ignore_ascii_case(&domain))
         {
             return Ok(());
+        }
+        if email.is_some() && !verified && !config.allowed_domains.is_empty() {
+            tracing::info!(
+                principal,
+                outcome = "unverified_email",
+                "sign-in refused: --allow-domain needs a verified email"
+            );
+            return Err(format!(
+                "{principal} may not use this server: its email is not verified at the identity provider (email_verified is not true), and --allow-domain admits only verified emails; ask its operator"
+            ));
         }
         tracing::info!(principal, outcome = "not_allowed", "sign-in refused");
         Err(format!(
@@ -264,6 +290,7 @@ mod tests {
             client_id: "serve".into(),
             client_secret: Secret::new("s"),
             principal_claim: "sub".into(),
+            principal_claim_verified: false,
             allowed_users: Vec::new(),
             allowed_domains: Vec::new(),
             max_pending: 10,
