@@ -152,6 +152,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     introspection_url: Option<String>,
 
+    /// Accept introspection answers that name no audience (no aud, no resource): only for
+    /// an authorization server that never sends one. Without it such a token is refused,
+    /// since it may have been issued for another resource.
+    #[arg(long)]
+    introspection_without_audience: bool,
+
     /// Most introspection requests in flight at once; more wait their turn.
     #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     introspection_concurrency: u64,
@@ -467,6 +473,11 @@ fn resource_server(
     public_url: Option<&url::Url>,
     embedded: bool,
 ) -> Result<Option<ResourceServerConfig>, String> {
+    if args.introspection_without_audience && args.introspection_url.is_none() {
+        return Err(
+            "--introspection-without-audience changes how --introspection-url answers are checked: add --introspection-url".into(),
+        );
+    }
     let Some(raw) = args.oauth_issuer.as_deref() else {
         if args.oauth_audience.is_some() || args.introspection_url.is_some() {
             return Err("--oauth-audience and --introspection-url need --oauth-issuer (the authorization server whose tokens to accept)".into());
@@ -500,6 +511,7 @@ fn resource_server(
                 client_id,
                 client_secret,
                 concurrency: args.introspection_concurrency as usize,
+                audience_optional: args.introspection_without_audience,
             })
         }
     };

@@ -444,6 +444,14 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
     let mut narrow = active.clone();
     narrow["scope"] = json!("openid");
     issuer.issue_opaque("opaque-narrow", narrow);
+    // An answer that names no resource may be for any resource of that server; a
+    // `resource` naming this one counts as `aud` does.
+    let mut unaddressed = active.clone();
+    unaddressed.as_object_mut().unwrap().remove("aud");
+    issuer.issue_opaque("opaque-unaddressed", unaddressed.clone());
+    let mut by_resource = unaddressed.clone();
+    by_resource["resource"] = json!(AUDIENCE);
+    issuer.issue_opaque("opaque-by-resource", by_resource);
 
     assert_eq!(initialize_as(&serve, "opaque-grace").await.status, 200);
     assert_eq!(initialize_as(&serve, "opaque-grace").await.status, 200);
@@ -452,9 +460,14 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
         1,
         "the second request used the remembered answer"
     );
+    assert_eq!(
+        initialize_as(&serve, "opaque-by-resource").await.status,
+        200
+    );
     for (token, status, outcome) in [
         ("opaque-unknown", 401, "inactive"),
         ("opaque-elsewhere", 401, "wrong_audience"),
+        ("opaque-unaddressed", 401, "wrong_audience"),
     ] {
         let answer = initialize_as(&serve, token).await;
         assert_eq!(answer.status, status, "{token}: {}", answer.body);
@@ -482,11 +495,34 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
         .wait_stderr("MCP_STDIO_INTROSPECTION_CLIENT_ID")
         .await;
     assert!(!misconfigured.stderr().contains("wrong-secret-0123456789"));
+    drop(misconfigured);
+
+    // An operator whose authorization server never names the resource may say so; a
+    // token named for another resource is still refused.
+    let lenient = start_introspecting(&issuer, secret, &["--introspection-without-audience"]).await;
+    assert_eq!(
+        initialize_as(&lenient, "opaque-unaddressed").await.status,
+        200
+    );
+    assert_eq!(
+        initialize_as(&lenient, "opaque-elsewhere").await.status,
+        401
+    );
 }
 
 #[test]
 fn introspection_needs_its_credentials_and_an_issuer() {
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--oauth-issuer",
+                "http://127.0.0.1:9",
+                "--oauth-audience",
+                "x",
+                "--introspection-without-audience",
+            ],
+            "add --introspection-url",
+        ),
         (
             &[
                 "--oauth-issuer",

@@ -1,7 +1,8 @@
 //! Opaque access tokens (RFC 7662): a token that is not a JWT is sent to the authorization
 //! server's introspection endpoint with this resource's client credentials (HTTP Basic),
-//! and its answer checked as a JWT's claims would be: `active`, `iss` and `aud` when
-//! given, `exp`/`nbf` with the leeway, a `sub`. What the verifier then does with it (the
+//! and its answer checked as a JWT's claims would be: `active`, `iss` when given, an `aud`
+//! (or `resource`) that names this server (required: a token the same authorization server
+//! issued for another resource must not work here), `exp`/`nbf` with the leeway, a `sub`. What the verifier then does with it (the
 //! scopes, the cache) is the same for both kinds of token.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,6 +25,9 @@ pub struct IntrospectionConfig {
     pub client_secret: Secret,
     /// `--introspection-concurrency`.
     pub concurrency: usize,
+    /// `--introspection-without-audience`: the authorization server never says which
+    /// resource a token is for, and the operator accepts that.
+    pub audience_optional: bool,
 }
 
 pub struct Introspector {
@@ -40,6 +44,8 @@ struct Answer {
     active: bool,
     sub: Option<String>,
     aud: Option<Audience>,
+    /// Some authorization servers name the resource here instead of in `aud`.
+    resource: Option<Audience>,
     iss: Option<String>,
     exp: Option<u64>,
     nbf: Option<u64>,
@@ -114,10 +120,20 @@ impl Introspector {
         {
             return Err(Outcome::WrongIssuer);
         }
-        if let Some(aud) = &answer.aud
-            && !aud.contains(audience)
-        {
-            return Err(Outcome::WrongAudience);
+        match (&answer.aud, &answer.resource) {
+            (None, None) if self.config.audience_optional => {}
+            (None, None) => {
+                tracing::info!(
+                    "an introspection answer named no audience (aud or resource); refused (--introspection-without-audience accepts such answers)"
+                );
+                return Err(Outcome::WrongAudience);
+            }
+            (aud, resource) => {
+                let named = |a: &Option<Audience>| a.as_ref().is_some_and(|a| a.contains(audience));
+                if !named(aud) && !named(resource) {
+                    return Err(Outcome::WrongAudience);
+                }
+            }
         }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
