@@ -62,9 +62,18 @@ impl<V: Clone> Remembered<V> {
         (Instant::now() < until).then_some(value)
     }
 
-    /// Forgets everything (a revocation: whatever was accepted is checked again).
-    pub fn clear(&self) {
-        self.entries.lock().expect("cache lock").clear();
+    /// Forgets `key`.
+    pub fn forget(&self, key: &Digest) {
+        self.entries.lock().expect("cache lock").remove(key);
+    }
+
+    /// Forgets every entry whose value is `doomed` (a revoked grant's tokens), and only
+    /// those: one client revoking its own grants must not send everyone back to the store.
+    pub fn forget_where(&self, doomed: impl Fn(&V) -> bool) {
+        self.entries
+            .lock()
+            .expect("cache lock")
+            .retain(|_, (value, _)| !doomed(value));
     }
 
     #[cfg(test)]
@@ -76,6 +85,21 @@ impl<V: Clone> Remembered<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forgetting_touches_only_what_it_names() {
+        let remembered = Remembered::new(10);
+        for n in 0..4u8 {
+            remembered.insert([n; 32], n % 2, Duration::from_secs(60));
+        }
+        remembered.forget_where(|v| *v == 1);
+        assert_eq!(remembered.len(), 2);
+        assert_eq!(remembered.get(&[0; 32]), Some(0));
+        assert_eq!(remembered.get(&[1; 32]), None);
+        remembered.forget(&[0; 32]);
+        assert_eq!(remembered.get(&[0; 32]), None);
+        assert_eq!(remembered.get(&[2; 32]), Some(0));
+    }
 
     #[test]
     fn it_stays_within_its_bound_and_forgets_at_the_deadline() {

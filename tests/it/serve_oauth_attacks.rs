@@ -208,6 +208,70 @@ async fn registration_refuses_what_it_cannot_honour() {
     register(&serve).await;
 }
 
+/// A client that revokes (or replays) its own tokens in a loop must not send every other
+/// caller back to the store: only the revoked grant's tokens are forgotten.
+#[tokio::test]
+async fn revoking_a_grant_forgets_only_that_grant_s_tokens() {
+    const LOOKUP: &str = "looked up in the store";
+    let dir = tempfile::tempdir().unwrap();
+    let serve = start_as(&dir, &[]).await;
+    let (_, bystander) = sign_in(&serve).await;
+    let lookups = || serve.stderr().matches(LOOKUP).count();
+    assert_eq!(initialize_as(&serve, &bystander.access).await.status, 200);
+    // The channel is alive: the first use of a token is looked up, and logged.
+    serve.wait_stderr(LOOKUP).await;
+    assert_eq!(initialize_as(&serve, &bystander.access).await.status, 200);
+    let remembered = lookups();
+
+    // The attacker's own grant, revoked with its refresh token.
+    let (client_id, own) = sign_in(&serve).await;
+    assert_eq!(initialize_as(&serve, &own.access).await.status, 200);
+    let revoked = serve
+        .send_form(
+            "/revoke",
+            &[],
+            &[("token", &own.refresh), ("client_id", &client_id)],
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    assert_eq!(
+        initialize_as(&serve, &own.access).await.status,
+        401,
+        "the revoked grant's token is forgotten at once"
+    );
+    // A replayed refresh token ends its grant the same way.
+    let (client_id, replayed) = sign_in(&serve).await;
+    assert_eq!(initialize_as(&serve, &replayed.access).await.status, 200);
+    assert_eq!(
+        refresh(&serve, &client_id, &replayed.refresh).await.status,
+        200
+    );
+    assert_eq!(
+        refresh(&serve, &client_id, &replayed.refresh).await.status,
+        400
+    );
+    assert_eq!(initialize_as(&serve, &replayed.access).await.status, 401);
+
+    // Every lookup so far is in the log before counting: the bystander's first, the
+    // attacker's two grants twice each (in use, then refused after the revocation).
+    let log = || serve.stderr();
+    crate::common::wait_logged_count(log, &[LOOKUP], remembered + 4).await;
+    let before = lookups();
+    for _ in 0..3 {
+        assert_eq!(initialize_as(&serve, &bystander.access).await.status, 200);
+    }
+    // A token nobody remembers is looked up: once its line is in the log, so would be any
+    // the bystander's requests caused.
+    let unknown = format!("mcpat_{}", "A".repeat(43));
+    assert_eq!(initialize_as(&serve, &unknown).await.status, 401);
+    crate::common::wait_logged_count(log, &[LOOKUP], before + 1).await;
+    assert_eq!(
+        lookups(),
+        before + 1,
+        "the bystander's token stayed remembered through the others' revocations"
+    );
+}
+
 /// A proxy that appends the user header instead of replacing it (Envoy's default) passes
 /// the client's own value along with its own: whichever comes first must not win.
 #[tokio::test]

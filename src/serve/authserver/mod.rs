@@ -258,6 +258,7 @@ impl AuthServer {
                 if !token.starts_with(ACCESS_PREFIX) {
                     return Err(AccessRefused::Unknown);
                 }
+                tracing::debug!("an access token not in memory was looked up in the store");
                 let found = self.store.access(hash_token(token)).await.map_err(|e| {
                     tracing::error!("the authorization server's store failed: {e}");
                     AccessRefused::Unavailable
@@ -342,8 +343,17 @@ impl AuthServer {
         (issue, access, refresh)
     }
 
-    /// A grant was revoked here: tokens believed so far are checked again.
-    fn forget_accepted(&self) {
-        self.accepted.clear();
+    /// Grants were revoked here: their tokens are no longer believed from memory. Every
+    /// other accepted token stays remembered.
+    fn forget_grants(&self, grant_ids: &[String]) {
+        if !grant_ids.is_empty() {
+            self.accepted
+                .forget_where(|grant| grant_ids.contains(&grant.grant_id));
+        }
+    }
+
+    /// An access token was revoked here.
+    fn forget_token(&self, token: &str) {
+        self.accepted.forget(&digest(token));
     }
 }

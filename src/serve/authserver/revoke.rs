@@ -41,12 +41,15 @@ pub async fn revoke(server: &AuthServer, body: &[u8]) -> Reply {
         .await
     {
         Ok(found) => {
-            if found != Revoked::Nothing {
-                server.forget_accepted();
-            }
-            let outcome = match found {
-                Revoked::Grant => "grant_revoked",
-                Revoked::Access => "access_revoked",
+            let outcome = match &found {
+                Revoked::Grant(grant_id) => {
+                    server.forget_grants(std::slice::from_ref(grant_id));
+                    "grant_revoked"
+                }
+                Revoked::Access => {
+                    server.forget_token(&token);
+                    "access_revoked"
+                }
                 Revoked::Nothing => "nothing",
             };
             tracing::info!(client_id = %client_id, outcome, "revocation");

@@ -198,14 +198,12 @@ fn respond(
 ) -> Reply {
     let grant = match result {
         Ok(Redeemed::Issued(grant, evicted)) => {
-            if evicted > 0 {
-                // Older grants made room for this one (--oauth-max-grants).
-                server.forget_accepted();
-            }
+            // Older grants made room for this one (--oauth-max-grants).
+            server.forget_grants(&evicted);
             grant
         }
-        Ok(Redeemed::Replayed) => {
-            server.forget_accepted();
+        Ok(Redeemed::Replayed(grant_id)) => {
+            server.forget_grants(grant_id.as_slice());
             log(client_id, None, "replayed");
             tracing::warn!(
                 client_id,

@@ -65,10 +65,11 @@ impl Store {
                 let spent = tx.query_one("SELECT grant_id FROM codes WHERE code_hash = $1", &[code_hash.into()])?;
                 return match spent {
                     Some(row) => {
-                        if let Some(grant_id) = row[0].text() {
+                        let grant_id = row[0].text().map(str::to_owned);
+                        if let Some(grant_id) = &grant_id {
                             revoke_grant(tx, grant_id, now)?;
                         }
-                        Ok(Redeemed::Replayed)
+                        Ok(Redeemed::Replayed(grant_id))
                     }
                     None => Ok(Redeemed::Unknown),
                 };

@@ -124,14 +124,13 @@ pub struct Issue {
 /// What redeeming a code or a refresh token came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Redeemed<E> {
-    /// The grant, and how many older grants were revoked to make room for it
-    /// (`--oauth-max-grants`).
-    Issued(Grant, usize),
+    /// The grant, and the older grants revoked to make room for it (`--oauth-max-grants`).
+    Issued(Grant, Vec<String>),
     /// Never issued (or long forgotten).
     Unknown,
     Expired,
-    /// Already used: the grant it produced is revoked, every token of it.
-    Replayed,
+    /// Already used: the grant it produced (if it produced one) is revoked, every token of it.
+    Replayed(Option<String>),
     /// The grant was revoked.
     Revoked,
     /// Present but not for this request (wrong client, redirect or verifier); spent.
@@ -141,8 +140,8 @@ pub enum Redeemed<E> {
 /// What a revocation found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Revoked {
-    /// A refresh token: its grant and every token of it.
-    Grant,
+    /// A refresh token: its grant (this id) and every token of it.
+    Grant(String),
     /// An access token: that token.
     Access,
     /// Nothing by that value (RFC 7009: still a success for the client).
@@ -248,22 +247,24 @@ fn insert_tokens(
 }
 
 /// Past `max` live grants, the ones expiring soonest are revoked.
-fn evict_grants(tx: &mut dyn Tx, max: i64, now: i64) -> Result<usize, SqlError> {
+fn evict_grants(tx: &mut dyn Tx, max: i64, now: i64) -> Result<Vec<String>, SqlError> {
     let live = count(
         tx,
         "SELECT COUNT(*) FROM grants WHERE revoked_at IS NULL",
         &[],
     )?;
     if live <= max {
-        return Ok(0);
+        return Ok(Vec::new());
     }
     let victims = tx.query(
         "SELECT grant_id FROM grants WHERE revoked_at IS NULL ORDER BY expires_at, created_us LIMIT $1",
         &[(live - max).into()],
     )?;
-    let evicted = victims.len();
+    let mut evicted = Vec::with_capacity(victims.len());
     for row in victims {
-        revoke_grant(tx, &text(&row[0]), now)?;
+        let grant_id = text(&row[0]);
+        revoke_grant(tx, &grant_id, now)?;
+        evicted.push(grant_id);
     }
     Ok(evicted)
 }

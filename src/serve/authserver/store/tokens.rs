@@ -32,8 +32,9 @@ impl Store {
                 )?;
                 return match spent {
                     Some(row) => {
-                        revoke_grant(tx, &text(&row[0]), now)?;
-                        Ok(Redeemed::Replayed)
+                        let grant_id = text(&row[0]);
+                        revoke_grant(tx, &grant_id, now)?;
+                        Ok(Redeemed::Replayed(Some(grant_id)))
                     }
                     None => Ok(Redeemed::Unknown),
                 };
@@ -69,7 +70,7 @@ impl Store {
                 &[grant_id.clone().into(), (generation - 1).into()],
             )?;
             insert_tokens(tx, &grant_id, &issue, now, generation)?;
-            Ok(Redeemed::Issued(grant, 0))
+            Ok(Redeemed::Issued(grant, Vec::new()))
         })
         .await
     }
@@ -106,8 +107,9 @@ impl Store {
             )?;
             let Some(row) = row else { return Ok(Revoked::Nothing) };
             if row[0].text() == Some("refresh") {
-                revoke_grant(tx, &text(&row[1]), now)?;
-                Ok(Revoked::Grant)
+                let grant_id = text(&row[1]);
+                revoke_grant(tx, &grant_id, now)?;
+                Ok(Revoked::Grant(grant_id))
             } else {
                 tx.execute("DELETE FROM tokens WHERE token_hash = $1", &[token_hash.into()])?;
                 Ok(Revoked::Access)
