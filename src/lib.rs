@@ -14,6 +14,7 @@ pub mod jsonrpc;
 pub mod logging;
 pub mod oauth;
 pub mod parking;
+pub mod postgres_dsn;
 pub mod relay;
 pub mod sandbox;
 pub mod secret;

@@ -22,9 +22,15 @@ pub struct EmbeddedArgs {
 
     /// Where the authorization server keeps clients and grants: sqlite:PATH (default:
     /// $XDG_STATE_HOME/mcp-stdio/serve-oauth-PORT.db) or postgres://USER@HOST/DB (shared
-    /// by replicas; sslmode in the URL).
+    /// by replicas; verified TLS to any host other than this machine, sslmode and
+    /// sslrootcert in the URL).
     #[arg(long, value_name = "STORE")]
     oauth_store: Option<String>,
+
+    /// Allow sslmode=prefer, allow or disable in a postgres:// --oauth-store on another
+    /// host: only where the network to the database is trusted.
+    #[arg(long)]
+    oauth_store_allow_plaintext: bool,
 
     /// Connections kept to a PostgreSQL --oauth-store.
     #[arg(long, value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(1..=256))]
@@ -119,6 +125,10 @@ impl EmbeddedArgs {
     fn stray(&self) -> Option<&'static str> {
         [
             (self.oauth_store.is_some(), "--oauth-store"),
+            (
+                self.oauth_store_allow_plaintext,
+                "--oauth-store-allow-plaintext",
+            ),
             (self.trusted_user_header.is_some(), "--trusted-user-header"),
             (self.dev_user.is_some(), "--dev-user"),
             (!self.allow_redirect_uri.is_empty(), "--allow-redirect-uri"),
@@ -151,7 +161,16 @@ pub fn auth_server(
         return Ok(None);
     }
     let store = match args.oauth_store.as_deref() {
-        Some(raw) => Location::parse(raw)?,
+        Some(raw) => {
+            let location = Location::parse(raw)?;
+            if let Location::Postgres(url) = &location {
+                crate::serve::authserver::store::pg_tls::protection(
+                    url,
+                    args.oauth_store_allow_plaintext,
+                )?;
+            }
+            location
+        }
         None => Location::Sqlite(default_store(port)?),
     };
     let trusted_user_header = match args.trusted_user_header.as_deref() {

@@ -218,6 +218,28 @@ fn serve_takes_one_way_of_checking_callers() {
         &["--enable-oauth", "--oauth-store", "mysql://x"],
         "sqlite:PATH",
     );
+    // A store on another host is not reached by a connection anyone on the path can
+    // downgrade to plain text.
+    check(
+        &[
+            "--enable-oauth",
+            "--dev-user",
+            "a",
+            "--oauth-store",
+            "postgres://mcp@db.internal/mcp?sslmode=prefer",
+        ],
+        "--oauth-store-allow-plaintext",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--dev-user",
+            "a",
+            "--oauth-store",
+            "postgres://mcp@db.internal/mcp?sslmode=disable",
+        ],
+        "sslmode=disable",
+    );
     check(
         &["--enable-oauth", "--trusted-user-header", "X User"],
         "--trusted-user-header",

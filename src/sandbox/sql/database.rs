@@ -71,7 +71,7 @@ struct Pool {
 impl Database {
     /// Reads the DSN (nothing is connected yet). Its text never reaches an error.
     pub fn new(settings: &DatabaseConfig) -> Result<Self, String> {
-        let dsn = super::dsn::read(settings.dsn.expose());
+        let dsn = crate::postgres_dsn::read(settings.dsn.expose());
         let mut config = postgres::Config::from_str(&dsn.text).map_err(|_| {
             "--sql-dsn / MCP_SQL_DSN is not a PostgreSQL connection string this program reads; e.g. postgresql://mcp_reader@db.internal:5432/app?sslmode=verify-full (sslmode: disable, prefer, require, verify-ca or verify-full; sslrootcert: a PEM file)".to_owned()
         })?;

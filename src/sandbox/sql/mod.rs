@@ -5,6 +5,5 @@
 //! settings the driver does not.
 
 pub mod database;
-mod dsn;
 pub mod policy;
 pub mod rows;

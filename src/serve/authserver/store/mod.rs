@@ -9,6 +9,7 @@ mod clients;
 mod codes;
 mod housekeeping;
 mod migrations;
+pub mod pg_tls;
 mod postgres;
 mod sql;
 mod sqlite;

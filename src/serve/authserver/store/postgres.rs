@@ -1,7 +1,7 @@
 //! The shared store: PostgreSQL, so that several serve replicas see one set of grants.
 //! A few connections (`--oauth-store-connections`) are kept; statements run on the
-//! blocking pool through the synchronous client. TLS follows the URL's `sslmode`
-//! (`prefer` by default), verified against the system's trust store.
+//! blocking pool through the synchronous client. TLS follows `pg_tls`: verified (against
+//! the system's roots and any `sslrootcert`) to any host other than this machine.
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -42,12 +42,39 @@ pub struct Postgres {
 impl Postgres {
     /// Connects and migrates. `url` is a `postgres://` URL or key=value string.
     pub async fn open(url: &str, connections: usize) -> Result<Self, SqlError> {
-        let config = postgres::Config::from_str(url).map_err(|e| {
+        // The command line refused a weak sslmode to another host already (unless it was
+        // accepted); here it only says what to insist on.
+        let protection = super::pg_tls::protection(url, true).map_err(SqlError)?;
+        let dsn = crate::postgres_dsn::read(url);
+        let mut config = postgres::Config::from_str(&dsn.text).map_err(|e| {
             SqlError(format!(
                 "--oauth-store: not a PostgreSQL connection string ({e}); e.g. postgres://mcp@db.internal/mcp_stdio?sslmode=require"
             ))
         })?;
-        let tls = crate::http::client::tls_config(true, &[]).map_err(SqlError)?;
+        config.ssl_mode(match protection {
+            super::pg_tls::Protection::Required => postgres::config::SslMode::Require,
+            super::pg_tls::Protection::Preferred => postgres::config::SslMode::Prefer,
+            super::pg_tls::Protection::Disabled => postgres::config::SslMode::Disable,
+        });
+        let extra_roots = match &dsn.root_cert {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    SqlError(format!(
+                        "--oauth-store sslrootcert {}: cannot read it ({e})",
+                        path.display()
+                    ))
+                })?;
+                crate::http::client::parse_extra_roots(&pem).map_err(|e| {
+                    SqlError(format!(
+                        "--oauth-store sslrootcert {}: {}",
+                        path.display(),
+                        e.trim_start_matches("--ca-cert: ")
+                    ))
+                })?
+            }
+            None => Vec::new(),
+        };
+        let tls = crate::http::client::tls_config(true, &extra_roots).map_err(SqlError)?;
         let store = Postgres {
             config,
             tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls),

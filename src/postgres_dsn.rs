@@ -1,5 +1,6 @@
-//! A libpq connection string read the way libpq users write it. The `postgres` crate knows
-//! `sslmode=disable|prefer|require` only, and no `sslrootcert`; the DSNs people paste (the
+//! A libpq connection string read the way libpq users write it (the sandbox's `--sql-dsn`,
+//! serve's `--oauth-store`). The `postgres` crate knows `sslmode=disable|prefer|require`
+//! only, and no `sslrootcert`; the DSNs people paste (the
 //! seed's own, `…?sslmode=verify-full`) use both. `verify-full` and `verify-ca` become
 //! `require` (rustls always checks the chain and the host name, so this is verify-full,
 //! and for `verify-ca` stricter), and `sslrootcert=FILE` is taken out and trusted beside
