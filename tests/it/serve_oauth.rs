@@ -24,6 +24,21 @@ pub async fn start_as(dir: &tempfile::TempDir, extra: &[&str]) -> Serve {
     Serve::start(&flags).await
 }
 
+/// serve behind an authenticating proxy on this machine that names the user in
+/// `X-Forwarded-User`.
+pub async fn start_behind_proxy(dir: &tempfile::TempDir) -> Serve {
+    start_as(
+        dir,
+        &[
+            "--trusted-user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_client_signs_in_calls_refreshes_and_revokes() {
     let dir = tempfile::tempdir().unwrap();
@@ -260,16 +275,7 @@ async fn scopes_are_advertised_granted_and_enforced() {
 #[tokio::test]
 async fn the_user_comes_from_a_trusted_proxy_header_only() {
     let dir = tempfile::tempdir().unwrap();
-    let trusting = start_as(
-        &dir,
-        &[
-            "--trusted-user-header",
-            "X-Forwarded-User",
-            "--trusted-proxy",
-            "127.0.0.1/32",
-        ],
-    )
-    .await;
+    let trusting = start_behind_proxy(&dir).await;
     let client_id = register(&trusting).await;
     let pkce = Pkce::new();
     let path = authorize_path(&client_id, &pkce, &[]);

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::common::serve::*;
 use crate::common::signin::*;
-use crate::serve_oauth::start_as;
+use crate::serve_oauth::{start_as, start_behind_proxy};
 
 fn error_of(answer: &Answer) -> String {
     answer.json()["error"].as_str().unwrap_or("").to_owned()
@@ -277,16 +277,7 @@ async fn revoking_a_grant_forgets_only_that_grant_s_tokens() {
 #[tokio::test]
 async fn a_user_header_given_twice_or_as_a_list_signs_nobody_in() {
     let dir = tempfile::tempdir().unwrap();
-    let serve = start_as(
-        &dir,
-        &[
-            "--trusted-user-header",
-            "X-Forwarded-User",
-            "--trusted-proxy",
-            "127.0.0.1/32",
-        ],
-    )
-    .await;
+    let serve = start_behind_proxy(&dir).await;
     let client_id = register(&serve).await;
     let pkce = Pkce::new();
     let path = authorize_path(&client_id, &pkce, &[]);
