@@ -159,6 +159,13 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
+/// Whether the member at `at` is the last with its key: a repeated key is sent once, with
+/// the value a parser keeps (the last), so the server cannot read another than the relay did.
+fn is_last(members: &[(Cow<'_, str>, &RawValue)], at: usize) -> bool {
+    let key = &members[at].0;
+    !members[at + 1..].iter().any(|(later, _)| later == key)
+}
+
 fn push_member(out: &mut String, key: &str, value: &str) {
     if !out.ends_with('{') {
         out.push(',');
@@ -199,10 +206,10 @@ pub fn stamped_params<'a>(params: Option<&'a [u8]>, members: &str) -> Option<Sta
         None => Vec::new(),
     };
     let mut host_meta = None;
-    for (key, value) in &host {
+    for (at, (key, value)) in host.iter().enumerate() {
         if key == "_meta" {
             host_meta = Some(*value);
-        } else {
+        } else if is_last(&host, at) {
             push_member(&mut out, key, value.get());
         }
     }
@@ -212,9 +219,9 @@ pub fn stamped_params<'a>(params: Option<&'a [u8]>, members: &str) -> Option<Sta
         .unwrap_or_default();
     let mut meta = String::with_capacity(members.len() + 64);
     meta.push('{');
-    for (key, value) in kept {
-        if !STAMPED_KEYS.contains(&key.as_ref()) {
-            push_member(&mut meta, &key, value.get());
+    for (at, (key, value)) in kept.iter().enumerate() {
+        if !STAMPED_KEYS.contains(&key.as_ref()) && is_last(&kept, at) {
+            push_member(&mut meta, key, value.get());
         }
     }
     if !members.is_empty() {
@@ -371,6 +378,20 @@ mod tests {
                 assert_eq!(spliced, Value::Object(tree), "{case:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_repeated_key_is_sent_once_with_the_last_value() {
+        let params = br#"{"name":"a","x":1,"name":"b","_meta":{"k":1,"k":2}}"#;
+        let stamped = stamped_params(Some(params), &a_stamp().members()).unwrap();
+        assert!(!stamped.text.contains(r#""name":"a""#), "{}", stamped.text);
+        assert_eq!(
+            stamped.text.matches(r#""name":"b""#).count(),
+            1,
+            "{}",
+            stamped.text
+        );
+        assert!(stamped.text.contains(r#""k":2"#) && !stamped.text.contains(r#""k":1"#));
     }
 
     #[test]

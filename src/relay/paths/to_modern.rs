@@ -196,8 +196,10 @@ async fn forward(
         .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok());
     let name = name.as_deref();
     let arguments = stamped.get("arguments");
-    let tree =
-        || envelope::params_object(serde_json::from_str(&stamped.text).ok()).unwrap_or_default();
+    // The params as a tree, for the rare rounds that need one. `None` when the host's text
+    // holds what a tree cannot (a number out of range, a lone surrogate): passed on as
+    // written, but never rebuilt into something else.
+    let tree = || serde_json::from_str::<Map<String, Value>>(&stamped.text).ok();
     let mut body_params: Cow<'_, str> = Cow::Borrowed(&stamped.text);
     let max_rounds = path.ctx.config.max_input_rounds;
     let mut rounds = 0;
@@ -212,7 +214,7 @@ async fn forward(
                 version,
                 name,
                 arguments,
-                || envelope_only(Some(&tree())),
+                || envelope_only(tree().as_ref()),
                 &mut headers,
             )
             .await?;
@@ -240,7 +242,7 @@ async fn forward(
         if let Some(error) = reply.error {
             if method == "tools/call" && !relisted && error_code(&answer) == Some(HEADER_MISMATCH) {
                 relisted = true;
-                refresh(&path.ctx, version, &envelope_only(Some(&tree()))).await?;
+                refresh(&path.ctx, version, &envelope_only(tree().as_ref())).await?;
                 continue;
             }
             path.ctx
@@ -266,8 +268,16 @@ async fn forward(
                 Ok(responses) => responses,
                 Err(why) => return give_up(path, request, &why).await,
             };
+            let Some(original) = tree() else {
+                return give_up(
+                    path,
+                    request,
+                    "the request's params hold a value this relay cannot re-send (a number out of range or a lone surrogate), so the server's question cannot be answered",
+                )
+                .await;
+            };
             body_params = Cow::Owned(mrtr::retry_params(
-                &tree(),
+                &original,
                 responses,
                 input.request_state.as_deref(),
             ));
