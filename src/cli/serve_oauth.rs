@@ -27,7 +27,7 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "STORE")]
     oauth_store: Option<String>,
 
-    /// Allow sslmode=prefer, allow or disable in a postgres:// --oauth-store on another
+    /// Allow sslmode=prefer or disable in a postgres:// --oauth-store on another
     /// host: only where the network to the database is trusted.
     #[arg(long)]
     oauth_store_allow_plaintext: bool,
