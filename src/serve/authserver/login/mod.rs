@@ -207,7 +207,14 @@ impl OidcLogin {
                     "the identity provider's UserInfo names another user than its id_token".into(),
                 );
             }
+            // UserInfo's email_verified speaks of UserInfo's email: it counts only for the
+            // same address as the id_token's (or when the id_token named none).
+            let same_email =
+                !claims.contains_key("email") || extra.get("email") == claims.get("email");
             for (name, value) in extra {
+                if name == "email_verified" && !same_email {
+                    continue;
+                }
                 claims.entry(name).or_insert(value);
             }
         }
