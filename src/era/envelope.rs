@@ -116,14 +116,23 @@ impl Stamp {
     /// request.
     pub fn members(&self) -> String {
         let mut meta = Map::new();
+        self.put(&mut meta);
+        let text = serde_json::to_string(&meta).expect("a JSON map serializes");
+        text[1..text.len() - 1].to_owned()
+    }
+}
+
+impl Stamp {
+    /// Writes the stamp's keys into `meta`, removing the log level when none is set: the
+    /// one definition both [`stamp`] and [`Stamp::members`] use.
+    fn put(&self, meta: &mut Map<String, Value>) {
         meta.insert(META_PROTOCOL_VERSION.into(), self.version.clone().into());
         meta.insert(META_CLIENT_CAPABILITIES.into(), self.capabilities.clone());
         meta.insert(META_CLIENT_INFO.into(), self.client_info.clone());
-        if let Some(level) = &self.log_level {
-            meta.insert(META_LOG_LEVEL.into(), level.clone().into());
-        }
-        let text = serde_json::to_string(&meta).expect("a JSON map serializes");
-        text[1..text.len() - 1].to_owned()
+        match &self.log_level {
+            Some(level) => meta.insert(META_LOG_LEVEL.into(), level.clone().into()),
+            None => meta.remove(META_LOG_LEVEL),
+        };
     }
 }
 
@@ -159,11 +168,28 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
-/// Whether the member at `at` is the last with its key: a repeated key is sent once, with
-/// the value a parser keeps (the last), so the server cannot read another than the relay did.
-fn is_last(members: &[(Cow<'_, str>, &RawValue)], at: usize) -> bool {
-    let key = &members[at].0;
-    !members[at + 1..].iter().any(|(later, _)| later == key)
+/// For each member, whether it is the last with its key: a repeated key is sent once, with
+/// the value a parser keeps (the last), so the server cannot read another than the relay
+/// did. A few members are compared pairwise; many (a hostile host's params may hold a
+/// million keys) go through a set, so the cost stays linear.
+fn last_of_each(members: &[(Cow<'_, str>, &RawValue)]) -> Vec<bool> {
+    if members.len() <= 16 {
+        return (0..members.len())
+            .map(|at| {
+                !members[at + 1..]
+                    .iter()
+                    .any(|(later, _)| *later == members[at].0)
+            })
+            .collect();
+    }
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    let mut last: Vec<bool> = members
+        .iter()
+        .rev()
+        .map(|(key, _)| seen.insert(key.as_ref()))
+        .collect();
+    last.reverse();
+    last
 }
 
 fn push_member(out: &mut String, key: &str, value: &str) {
@@ -206,10 +232,10 @@ pub fn stamped_params<'a>(params: Option<&'a [u8]>, members: &str) -> Option<Sta
         None => Vec::new(),
     };
     let mut host_meta = None;
-    for (at, (key, value)) in host.iter().enumerate() {
+    for ((key, value), last) in host.iter().zip(last_of_each(&host)) {
         if key == "_meta" {
             host_meta = Some(*value);
-        } else if is_last(&host, at) {
+        } else if last {
             push_member(&mut out, key, value.get());
         }
     }
@@ -219,8 +245,8 @@ pub fn stamped_params<'a>(params: Option<&'a [u8]>, members: &str) -> Option<Sta
         .unwrap_or_default();
     let mut meta = String::with_capacity(members.len() + 64);
     meta.push('{');
-    for (at, (key, value)) in kept.iter().enumerate() {
-        if !STAMPED_KEYS.contains(&key.as_ref()) && is_last(&kept, at) {
+    for ((key, value), last) in kept.iter().zip(last_of_each(&kept)) {
+        if last && !STAMPED_KEYS.contains(&key.as_ref()) {
             push_member(&mut meta, key, value.get());
         }
     }
@@ -256,14 +282,7 @@ pub fn stamp(params: &mut Map<String, Value>, stamp: &Stamp) {
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
-    let meta = meta.as_object_mut().expect("made an object above");
-    meta.insert(META_PROTOCOL_VERSION.into(), stamp.version.clone().into());
-    meta.insert(META_CLIENT_CAPABILITIES.into(), stamp.capabilities.clone());
-    meta.insert(META_CLIENT_INFO.into(), stamp.client_info.clone());
-    match &stamp.log_level {
-        Some(level) => meta.insert(META_LOG_LEVEL.into(), level.clone().into()),
-        None => meta.remove(META_LOG_LEVEL),
-    };
+    stamp.put(meta.as_object_mut().expect("made an object above"));
 }
 
 /// Removes the envelope keys (`io.modelcontextprotocol/…`) before a request goes to a legacy
@@ -392,6 +411,20 @@ mod tests {
             stamped.text
         );
         assert!(stamped.text.contains(r#""k":2"#) && !stamped.text.contains(r#""k":1"#));
+    }
+
+    #[test]
+    fn many_repeated_keys_are_sent_once_each_too() {
+        let members: Vec<String> = (0..40).map(|n| format!(r#""k{}":{n}"#, n % 20)).collect();
+        let params = format!("{{{}}}", members.join(","));
+        let stamped = stamped_params(Some(params.as_bytes()), &a_stamp().members()).unwrap();
+        for k in 0..20 {
+            assert_eq!(stamped.text.matches(&format!(r#""k{k}":"#)).count(), 1);
+            assert!(
+                stamped.text.contains(&format!(r#""k{k}":{}"#, k + 20)),
+                "the last value"
+            );
+        }
     }
 
     #[test]
