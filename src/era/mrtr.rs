@@ -40,13 +40,8 @@ struct TypeOnly<'a> {
     result_type: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// The result's `resultType` (absent means `complete`), from the result's JSON text. Most
-/// results have none, so the text is searched before anything is parsed (a key written
-/// with `\u` escapes is parsed all the same).
+/// The result's `resultType` (absent means `complete`), from the result's JSON text.
 pub fn result_type(result: &str) -> Option<String> {
-    if !result.contains("resultType") && !result.contains("\\u") {
-        return None;
-    }
     serde_json::from_str::<TypeOnly<'_>>(result)
         .ok()
         .and_then(|s| s.result_type)

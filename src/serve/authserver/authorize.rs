@@ -64,10 +64,7 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
     }
     let user = match server.config.users.who(cx.headers, cx.trusted_peer) {
         Ok(user) => user,
-        Err(NoUser::Absent(why)) => return refuse(back(&request, "access_denied", why), cx.issuer),
-        Err(NoUser::Ambiguous(why)) => {
-            return reply::problem_page(StatusCode::BAD_REQUEST, &why);
-        }
+        Err(nobody) => return no_user(nobody, &request, cx.issuer),
     };
     consent_page(server, &user, &request, cx, false)
 }
@@ -94,6 +91,15 @@ pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) ->
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
     consent_page(server, &user, &request, cx, true)
+}
+
+/// What the browser gets when nobody is signed in: the client is told (`access_denied`),
+/// except for a proxy header that names more than one user, which gets a 400 page.
+fn no_user(nobody: NoUser, request: &Authorization, issuer: &Issuer) -> Reply {
+    match nobody {
+        NoUser::Absent(why) => refuse(back(request, "access_denied", why), issuer),
+        NoUser::Ambiguous(why) => reply::problem_page(StatusCode::BAD_REQUEST, &why),
+    }
 }
 
 /// The consent page for `user`, with a fresh CSRF token for exactly this request.
@@ -127,12 +133,7 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
         }
         (None, _) => match server.config.users.who(cx.headers, cx.trusted_peer) {
             Ok(user) => user,
-            Err(NoUser::Absent(why)) => {
-                return refuse(back(&request, "access_denied", why), cx.issuer);
-            }
-            Err(NoUser::Ambiguous(why)) => {
-                return reply::problem_page(StatusCode::BAD_REQUEST, &why);
-            }
+            Err(nobody) => return no_user(nobody, &request, cx.issuer),
         },
     };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
