@@ -187,9 +187,10 @@ class StopAt(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def sign_in_at_provider(authorize_url: str, callback: str, user: str) -> tuple[str | None, str]:
+def sign_in_at_provider(authorize_url: str, callback: str, user: str, meanwhile=None) -> tuple[str | None, str]:
     """The browser: the provider's login page (the user name typed in), then serve's consent
-    page (Allow); where it ended (the client's callback URL) and the last page's text."""
+    page (Allow); where it ended (the client's callback URL) and the last page's text.
+    `meanwhile()` runs while the login page is open."""
     from http.cookiejar import CookieJar
 
     from clients.browser import ConsentForm
@@ -199,6 +200,8 @@ def sign_in_at_provider(authorize_url: str, callback: str, user: str) -> tuple[s
     with opener.open(authorize_url, timeout=30) as response:
         page, where = response.read().decode(), response.geturl()
     action = re.search(r'<form method="post" action="([^"]+)"', page).group(1)
+    if meanwhile:
+        meanwhile()
     request = urllib.request.Request(urllib.parse.urljoin(where, action), data=urllib.parse.urlencode({"login": user}).encode())
     try:
         with opener.open(request, timeout=30) as response:
@@ -233,6 +236,7 @@ class LoginWorld:
             env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         issuer = f"http://127.0.0.1:{self.provider.stdout.readline().strip()}"
+        self.provider_issuer = issuer
         env = {**os.environ, "MCP_STDIO_LOGIN_CLIENT_ID": "mcp-serve", "MCP_STDIO_LOGIN_CLIENT_SECRET": self.secret}
         self.serve = subprocess.Popen(
             [relay_binary(), "serve", "--port", str(port), "--enable-oauth", "--oauth-store", f"sqlite:{tmp_path / 'o.db'}",
@@ -312,6 +316,57 @@ def test_only_a_verified_email_names_a_user_or_passes_a_domain_rule(tmp_path):
         principal = "principal=ann@example.com" if flags[0] == "--principal-claim" else "principal=ann"
         assert principal in log, log[-3000:]
         assert "principal=unverified-eve" not in log and "principal=silent-eve" not in log, log[-3000:]
+
+
+def start_from(base: str, client_id: str, address: str) -> tuple[int, str]:
+    """GET /authorize for `client_id` from the local address `address`: (status, Location)."""
+    import http.client
+
+    host, port = urllib.parse.urlparse(base).hostname, urllib.parse.urlparse(base).port
+    query = urllib.parse.urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": LoginWorld.CALLBACK,
+                                    "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "code_challenge_method": "S256"})
+    connection = http.client.HTTPConnection(host, port, timeout=10, source_address=(address, 0))
+    try:
+        connection.request("GET", f"/authorize?{query}")
+        response = connection.getresponse()
+        return response.status, response.getheader("Location") or ""
+    finally:
+        connection.close()
+
+
+def test_a_flood_of_sign_ins_does_not_flush_a_user_who_is_signing_in(tmp_path):
+    """Issue 29, item 3: one address (with one client, then with a second) fills what it
+    may of the pending sign-ins and is refused beyond it; the user who was at the provider's
+    login page meanwhile still signs in, and so does a user from another address."""
+    world = LoginWorld(tmp_path, "--login-max-pending-per-peer", "3", "--login-max-pending-per-client", "6")
+    provider = f"http://127.0.0.1:{urllib.parse.urlparse(world.provider_issuer).port}"
+    refusals = []
+
+    def flood():
+        other_client = register(world.base, world.CALLBACK)
+        for n in range(3):
+            status, location = start_from(world.base, world.client_id, "127.0.0.2")
+            assert status == 303 and location.startswith(provider), (n, status, location)
+        for client in (world.client_id, other_client):
+            status, location = start_from(world.base, client, "127.0.0.2")
+            refusals.append(location)
+            assert location.startswith(world.CALLBACK) and "temporarily_unavailable" in location, location
+        # The same client from other addresses, up to its own bound.
+        for address in ("127.0.0.3", "127.0.0.4"):
+            assert start_from(world.base, world.client_id, address)[1].startswith(provider)
+        refusals.append(start_from(world.base, world.client_id, "127.0.0.5")[1])
+        assert "login-max-pending-per-client" in urllib.parse.unquote_plus(refusals[-1]), refusals[-1]
+
+    try:
+        reached, page = sign_in_at_provider(world.authorize_url, world.CALLBACK, "ann", meanwhile=flood)
+        assert reached, page
+        world.redeem(reached)
+        assert len(refusals) == 3
+        assert "login-max-pending-per-peer" in urllib.parse.unquote_plus(refusals[0]), refusals
+    finally:
+        log = world.stop()
+    assert 'outcome="login_pending_full_peer"' in log and 'outcome="login_pending_full_client"' in log, log[-3000:]
+    assert "principal=ann" in log, log[-3000:]
 
 
 def copy_peer(name: str):

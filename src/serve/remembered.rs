@@ -56,12 +56,6 @@ impl<V: Clone> Remembered<V> {
         entries.insert(key, (value, now + lives));
     }
 
-    /// The value for `key`, removed (used once), if its deadline has not passed.
-    pub fn take(&self, key: &Digest) -> Option<V> {
-        let (value, until) = self.entries.lock().expect("cache lock").remove(key)?;
-        (Instant::now() < until).then_some(value)
-    }
-
     /// Forgets `key`.
     pub fn forget(&self, key: &Digest) {
         self.entries.lock().expect("cache lock").remove(key);

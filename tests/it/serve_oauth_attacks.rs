@@ -564,3 +564,123 @@ async fn a_sign_in_callback_that_serve_did_not_start_is_refused() {
     assert!(location_param(&forged, "code").is_none());
     assert!(!serve.stderr().contains("login-secret-value"));
 }
+
+/// Issue 29, item 3: registration is open, so pending sign-ins are bounded per address
+/// and per client as well as in total, and a full table refuses the newcomer instead of
+/// evicting a user who is signing in.
+#[tokio::test]
+async fn pending_sign_ins_cannot_be_flushed() {
+    // The provider only needs metadata here: another serve's authorization server.
+    let provider_dir = tempfile::tempdir().unwrap();
+    let provider = start_as(&provider_dir, &[]).await;
+    let issuer = format!("http://127.0.0.1:{}", provider.port);
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("oauth.db").display());
+    let serve = Serve::start_with(
+        &[
+            "--enable-oauth",
+            "--oauth-store",
+            &store,
+            "--login-oidc",
+            &issuer,
+            "--login-max-pending",
+            "6",
+            "--login-max-pending-per-client",
+            "4",
+            "--login-max-pending-per-peer",
+            "3",
+            // The addresses below are the ones this proxy forwarded for.
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ],
+        &[fixture().as_str()],
+        &[
+            ("MCP_STDIO_LOGIN_CLIENT_ID", "c"),
+            ("MCP_STDIO_LOGIN_CLIENT_SECRET", "login-secret-value"),
+        ],
+    )
+    .await;
+    let start = |client: String, from: &'static str| {
+        let serve = &serve;
+        async move {
+            let path = authorize_path(&client, &Pkce::new(), &[]);
+            serve
+                .send("GET", &path, &[("x-forwarded-for", from)], "")
+                .await
+        }
+    };
+    let at_provider = |answer: &Answer| {
+        answer.status == 303
+            && answer.headers["location"]
+                .to_str()
+                .unwrap()
+                .starts_with(&issuer)
+    };
+    let refused_for = |answer: &Answer, flag: &str| {
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        assert_eq!(
+            location_param(answer, "error").as_deref(),
+            Some("temporarily_unavailable")
+        );
+        let why = location_param(answer, "error_description").unwrap();
+        assert!(why.contains(flag), "{why}");
+    };
+    let victim = register(&serve).await;
+    let signing_in = start(victim.clone(), "10.0.0.7").await;
+    assert!(at_provider(&signing_in), "{:?}", signing_in.headers);
+    let state = location_param(&signing_in, "state").unwrap();
+
+    let attacker = register(&serve).await;
+    let second = register(&serve).await;
+    for _ in 0..3 {
+        assert!(at_provider(&start(attacker.clone(), "10.0.0.66").await));
+    }
+    // One address, any client; and what the client writes left of the proxy's entry
+    // does not make it another address.
+    refused_for(
+        &start(second.clone(), "10.0.0.66").await,
+        "--login-max-pending-per-peer 3",
+    );
+    refused_for(
+        &start(second.clone(), "10.0.0.99, 10.0.0.66").await,
+        "--login-max-pending-per-peer 3",
+    );
+    // One client, any address.
+    assert!(at_provider(&start(attacker.clone(), "10.0.0.67").await));
+    refused_for(
+        &start(attacker.clone(), "10.0.0.68").await,
+        "--login-max-pending-per-client 4",
+    );
+    // In total.
+    assert!(at_provider(&start(second.clone(), "10.0.0.69").await));
+    refused_for(
+        &start(second.clone(), "10.0.0.70").await,
+        "--login-max-pending 6",
+    );
+
+    // The victim's sign-in is still there: the provider's answer reaches it (here a
+    // refusal at the provider, which needs no provider login).
+    let back = serve
+        .send(
+            "GET",
+            &format!("/login-callback?state={state}&error=access_denied"),
+            &[],
+            "",
+        )
+        .await;
+    assert!(
+        back.body
+            .contains("the identity provider refused the sign-in"),
+        "{}",
+        back.body
+    );
+    let log = serve.stderr();
+    for outcome in [
+        "login_pending_full_peer",
+        "login_pending_full_client",
+        "login_pending_full\"",
+    ] {
+        assert!(log.contains(outcome), "{outcome}: {log}");
+    }
+    assert!(!log.contains("login-secret-value"));
+}

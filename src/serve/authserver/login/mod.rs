@@ -9,7 +9,10 @@
 
 pub mod claims;
 mod id_token;
+mod pending;
 mod provider;
+
+pub use pending::Limits as PendingLimits;
 
 use std::time::Duration;
 
@@ -17,7 +20,7 @@ use url::Url;
 
 use super::form::Params;
 use crate::secret::Secret;
-use crate::serve::remembered::{Remembered, digest};
+use crate::serve::remembered::digest;
 
 /// How long a browser may take at the provider.
 const PENDING_FOR: Duration = Duration::from_secs(600);
@@ -39,9 +42,24 @@ pub struct LoginConfig {
     pub allowed_users: Vec<String>,
     /// `--allow-domain`: only users whose verified `email` is in one of these domains.
     pub allowed_domains: Vec<String>,
-    /// `--login-max-pending`: sign-ins waiting at the provider.
-    pub max_pending: usize,
+    /// `--login-max-pending` (and per client, per peer): sign-ins waiting at the provider.
+    pub max_pending: pending::Limits,
     pub http: crate::http::client::ClientOptions,
+}
+
+/// Who starts a sign-in: the registered client and the address it came from.
+pub struct Origin<'a> {
+    pub client_id: &'a str,
+    pub peer: std::net::IpAddr,
+}
+
+/// Why a sign-in could not be sent to the provider.
+#[derive(Debug)]
+pub enum NotStarted {
+    /// The provider's metadata cannot be had.
+    Unreachable(String),
+    /// A bound on waiting sign-ins is met (what to tell the user).
+    Full(String),
 }
 
 /// A sign-in sent to the provider and not back yet.
@@ -67,7 +85,7 @@ pub struct OidcLogin {
     config: LoginConfig,
     provider: provider::Provider,
     verifier: id_token::Verifier,
-    pending: Remembered<Pending>,
+    pending: pending::PendingSignIns<Pending>,
     /// Among replicas: pending sign-ins travel sealed in their `state`.
     sealer: Option<crate::cluster_key::Sealer>,
 }
@@ -84,14 +102,15 @@ impl OidcLogin {
         OidcLogin {
             provider: provider::Provider::new(config.issuer.clone(), config.http.clone()),
             verifier: id_token::Verifier::new(&config),
-            pending: Remembered::new(config.max_pending),
+            pending: pending::PendingSignIns::new(config.max_pending),
             sealer,
             config,
         }
     }
 
-    /// Keeps a pending sign-in; returns the `state` that finds it again.
-    fn remember(&self, pending: Pending) -> String {
+    /// Keeps a pending sign-in; returns the `state` that finds it again, or the bound it
+    /// met.
+    fn remember(&self, pending: Pending, origin: &Origin<'_>) -> Result<String, pending::Full> {
         if let Some(sealer) = &self.sealer {
             let sealed = Sealed {
                 query: pending.query,
@@ -99,11 +118,18 @@ impl OidcLogin {
                 verifier: pending.verifier.expose().to_owned(),
                 until: unix_now() + PENDING_FOR.as_secs(),
             };
-            return sealer.seal(&serde_json::to_vec(&sealed).expect("plain fields serialize"));
+            // Nothing is kept, so there is nothing to flush.
+            return Ok(sealer.seal(&serde_json::to_vec(&sealed).expect("plain fields serialize")));
         }
         let state = super::random_token();
-        self.pending.insert(digest(&state), pending, PENDING_FOR);
-        state
+        self.pending.insert(
+            digest(&state),
+            pending,
+            origin.client_id,
+            origin.peer,
+            PENDING_FOR,
+        )?;
+        Ok(state)
     }
 
     /// The pending sign-in a `state` names, if it is ours and not over.
@@ -120,15 +146,34 @@ impl OidcLogin {
     }
 
     /// Where to send the browser to sign in, for the `/authorize` request `query`.
-    pub async fn start(&self, query: &str, callback: &str) -> Result<String, String> {
-        let endpoints = self.provider.endpoints().await?;
+    pub async fn start(
+        &self,
+        query: &str,
+        callback: &str,
+        origin: &Origin<'_>,
+    ) -> Result<String, NotStarted> {
+        let endpoints = self
+            .provider
+            .endpoints()
+            .await
+            .map_err(NotStarted::Unreachable)?;
         let nonce = super::random_token();
         let pkce = crate::oauth::pkce::Pkce::generate();
-        let state = self.remember(Pending {
+        let pending = Pending {
             query: query.to_owned(),
             nonce: nonce.clone(),
             verifier: pkce.verifier,
-        });
+        };
+        let state = self.remember(pending, origin).map_err(|full| {
+            tracing::warn!(
+                client_id = origin.client_id,
+                peer = %origin.peer,
+                outcome = full.outcome(),
+                "sign-in refused: {}",
+                full.describe(self.pending.limits())
+            );
+            NotStarted::Full(full.describe(self.pending.limits()))
+        })?;
         let mut url = endpoints.authorization.clone();
         let scope =
             if self.config.allowed_domains.is_empty() && self.config.principal_claim == "sub" {
@@ -300,7 +345,11 @@ mod tests {
             principal_claim_verified: false,
             allowed_users: Vec::new(),
             allowed_domains: Vec::new(),
-            max_pending: 10,
+            max_pending: pending::Limits {
+                total: 10,
+                per_client: 10,
+                per_peer: 10,
+            },
             http: crate::http::client::ClientOptions {
                 connect_timeout: Duration::from_secs(1),
                 read_timeout: None,
@@ -319,12 +368,19 @@ mod tests {
         }
     }
 
+    fn origin() -> Origin<'static> {
+        Origin {
+            client_id: "c",
+            peer: std::net::Ipv4Addr::LOCALHOST.into(),
+        }
+    }
+
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
 
     #[test]
     fn among_replicas_a_pending_sign_in_travels_sealed_in_its_state() {
         let (here, there) = (login(Some(KEY)), login(Some(KEY)));
-        let state = here.remember(pending());
+        let state = here.remember(pending(), &origin()).unwrap();
         assert!(
             !state.contains("the-pkce-verifier") && !state.contains("client_id"),
             "the state is opaque"
@@ -343,7 +399,7 @@ mod tests {
     #[test]
     fn a_single_server_remembers_a_sign_in_once() {
         let alone = login(None);
-        let state = alone.remember(pending());
+        let state = alone.remember(pending(), &origin()).unwrap();
         assert!(
             login(None).recall(&state).is_none(),
             "only the process that started it"
