@@ -67,6 +67,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "1800", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     session_idle_ttl: Duration,
 
+    /// Seconds a session lives at most, however busy: then it and its child end and its id
+    /// is answered 404 like an unknown one (the client starts a new session). Among
+    /// replicas the sealed id carries its time, so no replica routes an older one.
+    #[arg(long, value_name = "SECONDS", default_value = "86400", value_parser = positive_seconds, allow_hyphen_values = true)]
+    session_max_age: Duration,
+
     /// Largest single message in either direction, in bytes.
     #[arg(long, value_name = "BYTES", default_value = "10485760", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
     max_message_size: u64,
@@ -385,6 +391,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         spares,
         max_sessions_per_principal: args.max_sessions_per_principal as usize,
         session_idle_ttl: ttl,
+        session_max_age: args.session_max_age,
         max_message_size: args.max_message_size as usize,
         max_requests_per_session: args.max_requests_per_session as usize,
         child_queue: args.child_queue as usize,

@@ -70,6 +70,9 @@ pub struct ServeConfig {
     pub max_sessions_per_principal: usize,
     /// `None`: sessions never expire for idleness.
     pub session_idle_ttl: Option<Duration>,
+    /// `--session-max-age`: a session (and, among replicas, its sealed id) ends this long
+    /// after it began, however busy.
+    pub session_max_age: Duration,
     pub max_message_size: usize,
     pub max_requests_per_session: usize,
     /// Messages waiting for a child's stdin before a client is told it is not reading.
@@ -182,10 +185,9 @@ pub struct Running {
 impl Running {
     /// Builds the gateway for `config` (its port already known) and starts its tasks.
     pub async fn start(config: ServeConfig) -> Result<Running, String> {
-        let cluster = config
-            .cluster
-            .as_ref()
-            .map(|settings| cluster::Cluster::new(settings, config.response_timeout));
+        let cluster = config.cluster.as_ref().map(|settings| {
+            cluster::Cluster::new(settings, config.response_timeout, config.session_max_age)
+        });
         let parked = match &config.cluster {
             Some(settings) => {
                 tracing::info!(advertise = %settings.advertise, "serving as one replica of a cluster");
@@ -227,6 +229,7 @@ impl Running {
                 config.max_sessions,
                 (config.resource_server.is_some() || config.auth_server.is_some())
                     .then_some(config.max_sessions_per_principal),
+                config.session_max_age,
             ),
             pool: pool::Pool::default(),
             spares: spares::Spares::new(config.spares.clone()),
@@ -240,7 +243,7 @@ impl Running {
         });
         // A config file's servers say which one is talking in every line they log.
         let span = server_span(&gateway.config);
-        let reaper = tokio::spawn(sessions::reap_idle(gateway.clone()).instrument(span.clone()));
+        let reaper = tokio::spawn(sessions::reap(gateway.clone()).instrument(span.clone()));
         let keeper = tokio::spawn(spares::Spares::keep(gateway.clone()).instrument(span));
         Ok(Running {
             gateway,

@@ -1,5 +1,5 @@
 //! The session table: creating a session (a child, its output router and its supervisor),
-//! finding one for a request, ending one, and reaping idle ones.
+//! finding one for a request, ending one, and reaping idle and old ones.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -17,6 +17,8 @@ pub struct Sessions {
     max: usize,
     /// Per-user bound; `None` when there are no users (open, or one shared secret).
     per_principal: Option<usize>,
+    /// `--session-max-age`.
+    max_age: Duration,
 }
 
 /// Why a session could not be made.
@@ -37,11 +39,12 @@ pub enum Missing {
 }
 
 impl Sessions {
-    pub fn new(max: usize, per_principal: Option<usize>) -> Self {
+    pub fn new(max: usize, per_principal: Option<usize>, max_age: Duration) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
             max,
             per_principal,
+            max_age,
         }
     }
 
@@ -88,6 +91,10 @@ impl Sessions {
             || session.principal.as_deref() != principal
             || session.ended.is_cancelled()
         {
+            return Err(Missing::Unknown);
+        }
+        if session.created.elapsed() >= self.max_age {
+            // The reaper ends it within a moment; until then it is already over.
             return Err(Missing::Unknown);
         }
         Ok(session)
@@ -242,17 +249,34 @@ impl Sessions {
             .cloned()
             .collect()
     }
+
+    /// Sessions of clients (not the pool's children) that began `--session-max-age` ago.
+    fn old(&self) -> Vec<Arc<Session>> {
+        self.map
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .filter(|s| !s.pooled && s.created.elapsed() >= self.max_age)
+            .cloned()
+            .collect()
+    }
 }
 
 /// Ends sessions idle for `--session-idle-ttl` (an open GET stream or a request in
-/// progress counts as activity).
-pub async fn reap_idle(gateway: Arc<Gateway>) {
-    let Some(ttl) = gateway.config.session_idle_ttl else {
-        return;
-    };
-    let every = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+/// progress counts as activity) and sessions older than `--session-max-age` (busy or not:
+/// their requests in flight are answered with an error and their streams close).
+pub async fn reap(gateway: Arc<Gateway>) {
+    let ttl = gateway.config.session_idle_ttl;
+    let max_age = gateway.sessions.max_age;
+    let shortest = ttl.map_or(max_age, |ttl| ttl.min(max_age));
+    let every = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     loop {
         tokio::time::sleep(every).await;
+        for session in gateway.sessions.old() {
+            tracing::info!(session = %short(&session.id), max_age_s = max_age.as_secs(), "session reached --session-max-age; ending it");
+            gateway.sessions.end(&session);
+        }
+        let Some(ttl) = ttl else { continue };
         for session in gateway.sessions.idle(ttl) {
             tracing::info!(session = %short(&session.id), idle_s = ttl.as_secs_f64(), "session idle for --session-idle-ttl; ending it");
             gateway.sessions.end(&session);

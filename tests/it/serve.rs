@@ -245,6 +245,43 @@ async fn idle_sessions_are_reaped_with_their_children_and_grandchildren() {
     assert_eq!(serve.call(&session, 3, "echo", json!({})).await.status, 404);
 }
 
+/// Issue 29, item 7: a session has an end however busy it is; its id then answers 404
+/// like an unknown one and its child is gone.
+#[tokio::test]
+async fn a_session_ends_at_its_max_age_even_while_streaming() {
+    let serve = Serve::start(&["--session-max-age", "3", "--session-idle-ttl", "0"]).await;
+    let session = serve.initialize().await;
+    let child: i32 = serve.call(&session, 1, "whoami", json!({})).await.json()["result"]["content"]
+        [0]["text"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // An open GET stream keeps it busy: idleness would never end it.
+    let mut stream = serve.open_stream(&session, None).await.into_body();
+    assert_eq!(serve.call(&session, 2, "echo", json!({})).await.status, 200);
+    serve
+        .wait_stderr("session reached --session-max-age; ending it")
+        .await;
+    wait_dead(child).await;
+    assert_eq!(serve.call(&session, 3, "echo", json!({})).await.status, 404);
+    // The stream ended with it.
+    let mut seen = String::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        use http_body_util::BodyExt;
+        while let Some(Ok(frame)) = stream.frame().await {
+            if let Ok(data) = frame.into_data() {
+                seen.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    })
+    .await
+    .expect("the stream closes when its session ends");
+    // A new session works as before.
+    let again = serve.initialize().await;
+    assert_eq!(serve.call(&again, 4, "echo", json!({})).await.status, 200);
+}
+
 #[tokio::test]
 async fn origin_and_host_guards() {
     let serve = Serve::start(&["--allow-origin", "https://claude.ai"]).await;

@@ -311,7 +311,11 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
 fn library_cluster(key: &str) -> mcp_stdio::serve::cluster::Cluster {
     let config =
         mcp_stdio::serve::cluster::ClusterConfig::with_key(key, "http://127.0.0.1:1").unwrap();
-    mcp_stdio::serve::cluster::Cluster::new(&config, Duration::from_secs(1))
+    mcp_stdio::serve::cluster::Cluster::new(
+        &config,
+        Duration::from_secs(1),
+        Duration::from_secs(86_400),
+    )
 }
 
 async fn metric_with(serve: &Serve, headers: &[(&str, &str)], line: &str) -> u64 {
@@ -320,6 +324,34 @@ async fn metric_with(serve: &Serve, headers: &[(&str, &str)], line: &str) -> u64
         .lines()
         .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Issue 29, item 7: a sealed id carries its time; past `--session-max-age` no replica
+/// routes it (404 as for an unknown id, nothing forwarded) and the owner has ended it.
+#[tokio::test]
+async fn a_session_id_past_its_max_age_is_routed_nowhere() {
+    let cluster = Cluster::start(2, &["--session-max-age", "3"]).await;
+    let [a, b] = &cluster.replicas[..] else {
+        unreachable!()
+    };
+    let session = a.initialize().await;
+    // The route works while the id is young: B forwards to A.
+    assert_eq!(b.call(&session, 1, "echo", json!({})).await.status, 200);
+    let answered = "mcp_stdio_forwarded_total{outcome=\"answered\"}";
+    let forwarded = metric(b, answered).await;
+    assert!(forwarded >= 1);
+    a.wait_stderr("session reached --session-max-age").await;
+    let aged = b.call(&session, 2, "echo", json!({})).await;
+    assert_eq!(aged.status, 404, "{}", aged.body);
+    assert_eq!(
+        metric(b, answered).await,
+        forwarded,
+        "nothing was forwarded"
+    );
+    assert_eq!(a.call(&session, 3, "echo", json!({})).await.status, 404);
+    // A new session routes as before.
+    let fresh = a.initialize().await;
+    assert_eq!(b.call(&fresh, 4, "echo", json!({})).await.status, 200);
 }
 
 #[tokio::test]

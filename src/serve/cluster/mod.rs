@@ -52,6 +52,8 @@ pub enum Owner {
 
 pub struct Cluster {
     pub advertise: String,
+    /// `--session-max-age`: a sealed id older than this names nobody.
+    session_max_age: Duration,
     sessions: Sealer,
     peers: Sealer,
     pub forwarder: Forwarder,
@@ -66,27 +68,48 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    pub fn new(config: &ClusterConfig, response_timeout: Duration) -> Self {
+    pub fn new(
+        config: &ClusterConfig,
+        response_timeout: Duration,
+        session_max_age: Duration,
+    ) -> Self {
         Cluster {
             advertise: config.advertise.clone(),
+            session_max_age,
             sessions: config.key.sealer("session-id"),
             peers: config.key.sealer("peer-introduction"),
             forwarder: Forwarder::new(config, response_timeout),
         }
     }
 
-    /// A session id for the random value `local`: sealed, naming this replica.
+    /// A session id for the random value `local`: sealed, naming this replica and when
+    /// it was made.
     pub fn session_id(&self, local: &str) -> String {
         self.sessions
-            .seal(format!("{}\n{local}", self.advertise).as_bytes())
+            .seal(format!("{}\n{}\n{local}", self.advertise, unix_now()).as_bytes())
     }
 
     /// Who owns the session `id`; `None` for an id this cluster did not make (forged,
-    /// tampered, sealed with another key).
+    /// tampered, sealed with another key) or made longer than `--session-max-age` ago
+    /// (the id names nobody then, like an unknown one, wherever it is sent). An id from
+    /// before ids carried their time has no age, and is over too.
     pub fn session_owner(&self, id: &str) -> Option<Owner> {
         let plain = self.sessions.open(id)?;
         let plain = std::str::from_utf8(&plain).ok()?;
-        let (owner, _) = plain.split_once('\n')?;
+        let mut fields = plain.splitn(3, '\n');
+        let (Some(owner), Some(issued), Some(_)) = (fields.next(), fields.next(), fields.next())
+        else {
+            return None;
+        };
+        let issued: u64 = issued.parse().ok()?;
+        let now = unix_now();
+        // A replica whose clock runs ahead may date an id a little in the future.
+        if now.saturating_sub(issued) >= self.session_max_age.as_secs()
+            || issued > now + CLOCK_SKEW.as_secs()
+        {
+            tracing::debug!("a session id past --session-max-age names nobody");
+            return None;
+        }
         Some(self.owner(owner))
     }
 
@@ -98,6 +121,16 @@ impl Cluster {
             Owner::Peer(owner.to_owned())
         }
     }
+}
+
+/// How far ahead of this replica's clock another's may date an id.
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 /// `--advertise-url` as the replicas use it: `http://host:port`, no path, no credentials.
@@ -135,10 +168,38 @@ mod tests {
 
     fn cluster(advertise: &str, key: &str) -> Cluster {
         let config = ClusterConfig::with_key(key, advertise).unwrap();
-        Cluster::new(&config, Duration::from_secs(1))
+        Cluster::new(&config, Duration::from_secs(1), Duration::from_secs(3600))
     }
 
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
+
+    #[test]
+    fn a_session_id_past_its_max_age_names_nobody_even_after_a_key_rotation() {
+        let a = cluster("http://127.0.0.1:1", KEY);
+        let sealed = |plain: String| a.sessions.seal(plain.as_bytes());
+        let now = unix_now();
+        let fresh = sealed(format!("http://127.0.0.1:1\n{}\nlocal", now - 3590));
+        assert_eq!(a.session_owner(&fresh), Some(Owner::Me));
+        let old = sealed(format!("http://127.0.0.1:1\n{}\nlocal", now - 3600));
+        assert_eq!(a.session_owner(&old), None, "an hour old, the max age");
+        let future = sealed(format!("http://127.0.0.1:1\n{}\nlocal", now + 3600));
+        assert_eq!(a.session_owner(&future), None, "dated far ahead");
+        let undated = sealed("http://127.0.0.1:1\nlocal".into());
+        assert_eq!(
+            a.session_owner(&undated),
+            None,
+            "made before ids had an age"
+        );
+        // After a rotation (new key first, the old one second) the id still opens and
+        // still ages.
+        let rotated_key = format!("another-cluster-key-longer-than-thirty-two-bytes-B\n{KEY}");
+        let rotated = cluster("http://127.0.0.1:2", &rotated_key);
+        assert_eq!(
+            rotated.session_owner(&fresh),
+            Some(Owner::Peer("http://127.0.0.1:1".into()))
+        );
+        assert_eq!(rotated.session_owner(&old), None);
+    }
 
     #[test]
     fn a_session_id_names_its_owner_to_every_replica_and_to_nobody_else() {

@@ -114,7 +114,7 @@ mod tests {
 
     fn cluster(key: &str) -> Cluster {
         let config = ClusterConfig::with_key(key, "http://127.0.0.1:1").unwrap();
-        Cluster::new(&config, Duration::from_secs(1))
+        Cluster::new(&config, Duration::from_secs(1), Duration::from_secs(3600))
     }
 
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
