@@ -234,6 +234,67 @@ def test_forged_and_foreign_ids_and_forged_replica_headers_are_refused(everythin
     assert sum(r.metric("mcp_stdio_peer_refused_total") for r in cluster.replicas) == 12
 
 
+def first_request(wire: bytes) -> bytes:
+    """The first HTTP request in `wire`: its head and its body (by Content-Length)."""
+    head_end = wire.index(b"\r\n\r\n") + 4
+    length = 0
+    for line in wire[:head_end].split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return wire[:head_end + length]
+
+
+def send_raw(port: int, request: bytes) -> int:
+    """`request` as it is to 127.0.0.1:`port`; the answer's status."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while b"\r\n" not in answer:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    return int(answer.split()[1])
+
+
+def test_an_introduction_captured_on_the_replica_hop_cannot_be_replayed(tmp_path):
+    """Issue 29, item 4: a genuine `mcp-stdio-peer` request, recorded on the wire between
+    two replicas, sent again within its lifetime and after it, to its replica directly, to
+    the other one, and through nginx: refused each time, and nothing reaches a child."""
+    import time
+
+    cluster = Cluster(tmp_path, [sys.executable, str(PEER_SCRIPTS / "pid_server.py")], n=2, recorded=(1,))
+    try:
+        owner, other = cluster.replicas[1], cluster.replicas[0]
+        session = initialize(owner.url)
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
+        status, _, body = post(other.url, call, session)
+        assert status == 200 and answer_of(body).get("result"), body
+        captured_at = time.monotonic()
+        request = first_request(bytes(cluster.relays[1].seen))
+        assert b"mcp-stdio-peer:" in request.lower(), request[:400]
+        served = owner.metric("mcp_stdio_peer_requests_total")
+
+        assert send_raw(owner.port, request) == 403  # seen before
+        assert send_raw(other.port, request) == 403  # made for another replica
+        for _ in range(2):  # through nginx, round-robin: each replica once
+            assert send_raw(cluster.port, request) == 403
+        assert owner.metric("mcp_stdio_peer_replayed_total") >= 1
+        time.sleep(max(0.0, captured_at + 7 - time.monotonic()))  # past its five seconds
+        assert send_raw(owner.port, request) == 403
+        assert send_raw(cluster.port, request) == 403
+        assert owner.metric("mcp_stdio_peer_requests_total") == served, "no replay was served"
+        status, _, body = post(other.url, {**call, "id": 2}, session)
+        assert status == 200, body  # genuine forwards still work
+    finally:
+        cluster.stop()
+    assert "older than its few seconds" in owner.log(), owner.log()[-2000:]
+    assert "made for another replica" in other.log(), other.log()[-2000:]
+
+
 def test_sigterm_drains_a_replica_and_nginx_sends_it_nothing_new(tmp_path):
     cluster = Cluster(tmp_path, [sys.executable, str(PEER_SCRIPTS / "pid_server.py")], flags=("--shutdown-grace", "60"))
     try:

@@ -32,6 +32,17 @@ pub struct ClusterArgs {
     /// Seconds connecting to another replica may take (it is gone after that).
     #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = positive_seconds, allow_hyphen_values = true)]
     peer_timeout: Duration,
+
+    /// Introductions (forwarded requests) remembered at once so that a captured one is
+    /// refused if sent again; each is remembered 11 seconds. Beyond it a forwarded request
+    /// gets 503.
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    peer_replay_cache: u64,
+
+    /// Accept forwarded requests (the mcp-stdio-peer header) only from these addresses,
+    /// e.g. the pod network 10.0.0.0/8. Repeatable; without it, from anywhere.
+    #[arg(long = "cluster-peers", value_name = "CIDR", num_args = 1.., requires = "cluster_key_file")]
+    cluster_peers: Vec<String>,
 }
 
 /// The cluster settings; `None` without `--cluster-key-file`.
@@ -40,10 +51,23 @@ pub fn cluster_config(args: &ClusterArgs) -> Result<Option<ClusterConfig>, Strin
         return Ok(None);
     };
     let key = ClusterKey::load(path)?;
+    let peers = args
+        .cluster_peers
+        .iter()
+        .map(|cidr| {
+            cidr.parse::<ipnet::IpNet>()
+                .or_else(|_| cidr.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    format!("--cluster-peers '{cidr}' is not a CIDR or an address, e.g. 10.0.0.0/8")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Some(ClusterConfig {
         key: Arc::new(key),
         advertise: advertise_url(advertise)?,
         peer_max_connections: args.peer_max_connections as usize,
         peer_timeout: args.peer_timeout,
+        peer_replay_cache: args.peer_replay_cache as usize,
+        peers,
     }))
 }

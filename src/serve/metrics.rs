@@ -29,6 +29,8 @@ pub struct Metrics {
     pub from_peers: AtomicU64,
     /// Requests refused because their replica-to-replica header did not verify.
     pub peer_refused: AtomicU64,
+    /// Of those, the ones whose header was genuine but seen before (a replay).
+    pub peer_replayed: AtomicU64,
     buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -166,6 +168,11 @@ impl Metrics {
             out,
             "# HELP mcp_stdio_peer_refused_total Requests whose replica-to-replica header did not verify.\n# TYPE mcp_stdio_peer_refused_total counter\nmcp_stdio_peer_refused_total {}",
             self.peer_refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_replayed_total Requests refused because their replica-to-replica header was seen before (counted in peer_refused too).\n# TYPE mcp_stdio_peer_replayed_total counter\nmcp_stdio_peer_replayed_total {}",
+            self.peer_replayed.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

@@ -46,9 +46,14 @@ pub async fn to_owner(gateway: &Gateway, forward: Forward<'_>) -> Response<Body>
         .cluster
         .as_ref()
         .expect("forwarding needs a cluster");
-    let session = super::http::header(forward.headers, super::legacy::SESSION_ID);
-    let introduction =
-        cluster.introduce(&forward.method, session, &forward.body, forward.principal);
+    let bound = crate::serve::cluster::Bound {
+        to: &forward.owner,
+        method: &forward.method,
+        path_and_query: forward.path_and_query,
+        session: super::http::header(forward.headers, super::legacy::SESSION_ID),
+        last_event_id: super::http::header(forward.headers, "last-event-id"),
+    };
+    let introduction = cluster.introduce(&bound, &forward.body, forward.principal);
     let sent = cluster
         .forwarder
         .send(

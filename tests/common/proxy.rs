@@ -32,3 +32,54 @@ impl RefusingProxy {
         Self { addr, head }
     }
 }
+
+/// A TCP relay on 127.0.0.1:0 to `target` that records every byte its clients send (the
+/// wire between two replicas, as someone on that network sees it).
+pub struct RecordingRelay {
+    pub addr: SocketAddr,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl RecordingRelay {
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut client_read, mut client_write) = client.split();
+                    let (mut server_read, mut server_write) = server.split();
+                    let upstream = async {
+                        let mut buffer = [0u8; 8192];
+                        loop {
+                            match client_read.read(&mut buffer).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => {
+                                    recorded.lock().unwrap().extend_from_slice(&buffer[..n]);
+                                    if server_write.write_all(&buffer[..n]).await.is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        let _ = server_write.shutdown().await;
+                    };
+                    let downstream = tokio::io::copy(&mut server_read, &mut client_write);
+                    let _ = tokio::join!(upstream, downstream);
+                });
+            }
+        });
+        Self { addr, seen }
+    }
+
+    /// What was recorded so far, as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+}

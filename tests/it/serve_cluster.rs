@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::modern::CLIENT_CAPABILITIES;
 use crate::common::serve::{DEADLINE, Serve, read_until, wait_dead};
+use mcp_stdio::serve::cluster::Bound;
 
 const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-for-tests";
 const OTHER_KEY: &str = "another-cluster-key-longer-than-thirty-two-bytes-xyz";
@@ -240,22 +241,48 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
     let other = library_cluster(OTHER_KEY);
     let post = http::Method::POST;
     let body = call(3);
+    let to_a = format!("http://127.0.0.1:{}", a.port);
+    let to_b = format!("http://127.0.0.1:{}", b.port);
+    let for_request = |to: &str,
+                       path: &str,
+                       session: Option<&str>,
+                       body: &[u8],
+                       from: &mcp_stdio::serve::cluster::Cluster| {
+        from.introduce(
+            &Bound {
+                to,
+                method: &post,
+                path_and_query: path,
+                session,
+                last_event_id: None,
+            },
+            body,
+            None,
+        )
+        .to_str()
+        .unwrap()
+        .to_owned()
+    };
     let created_before = metric_with(a, &bearer, "mcp_stdio_sessions_created_total").await;
     let forged = [
         "AQ".to_owned() + &"A".repeat(60),
-        other
-            .introduce(&post, Some(&session), body.as_bytes(), None)
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        real.introduce(&post, Some(&session), b"another body", None)
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        real.introduce(&post, Some("another-session"), body.as_bytes(), None)
-            .to_str()
-            .unwrap()
-            .to_owned(),
+        for_request(&to_a, "/mcp", Some(&session), body.as_bytes(), &other),
+        for_request(&to_a, "/mcp", Some(&session), b"another body", &real),
+        for_request(
+            &to_a,
+            "/mcp",
+            Some("another-session"),
+            body.as_bytes(),
+            &real,
+        ),
+        for_request(
+            &to_a,
+            "/mcp?other=1",
+            Some(&session),
+            body.as_bytes(),
+            &real,
+        ),
+        for_request(&to_b, "/mcp", Some(&session), body.as_bytes(), &real),
     ];
     for header in &forged {
         let refused = a
@@ -287,19 +314,30 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
     // A genuine introduction is what lets a request past the bearer: proof the refusals
     // above were about the header, not the request.
     // (`--auth-token` callers are the one principal `bearer`.)
-    let genuine = real.introduce(&post, Some(&session), body.as_bytes(), Some("bearer"));
-    let served = a
-        .send(
-            "POST",
-            "/mcp",
-            &[
-                ("mcp-session-id", &session),
-                ("mcp-stdio-peer", genuine.to_str().unwrap()),
-            ],
-            &body,
-        )
-        .await;
+    let genuine = real.introduce(
+        &Bound {
+            to: &to_a,
+            method: &post,
+            path_and_query: "/mcp",
+            session: Some(&session),
+            last_event_id: None,
+        },
+        body.as_bytes(),
+        Some("bearer"),
+    );
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-stdio-peer", genuine.to_str().unwrap()),
+    ];
+    let served = a.send("POST", "/mcp", &headers, &body).await;
     assert_eq!(text(&served), "ok", "{}", served.body);
+    // Once.
+    let replayed = a.send("POST", "/mcp", &headers, &body).await;
+    assert_eq!(replayed.status, 403, "{}", replayed.body);
+    assert_eq!(
+        metric_with(a, &bearer, "mcp_stdio_peer_replayed_total").await,
+        1
+    );
     // No secret of the cluster reaches a log.
     for replica in [a, b] {
         assert!(!replica.stderr().contains(KEY));
@@ -601,4 +639,122 @@ fn cluster_flags_are_checked_at_startup() {
         assert_ne!(code, 0, "{full:?}");
         assert!(stderr.contains(needle), "{full:?}: {stderr}");
     }
+}
+
+/// The first HTTP request in `wire` (head and body, by its Content-Length).
+fn first_request(wire: &str) -> String {
+    let head_end = wire.find("\r\n\r\n").expect("a request head") + 4;
+    let length: usize = wire[..head_end]
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    wire[..head_end + length].to_owned()
+}
+
+/// Sends `request` as it is to `port`; the status of the answer.
+async fn replay_to(port: u16, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") && socket.read(&mut byte).await.unwrap() == 1 {
+        answer.push(byte[0]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer}"))
+}
+
+/// Issue 29, item 4: an introduction captured on the replica hop is refused when sent
+/// again, within its lifetime and after it, to its replica and to another one; nothing
+/// reaches the child.
+#[tokio::test]
+async fn a_captured_introduction_cannot_be_replayed() {
+    let (_dir, key_path) = key_file(KEY);
+    // B advertises itself through a relay that records the replica hop.
+    let b_port = free_port();
+    let relay = crate::common::proxy::RecordingRelay::start(([127, 0, 0, 1], b_port).into()).await;
+    let b_port_text = b_port.to_string();
+    let advertise = format!("http://{}", relay.addr);
+    let b = Serve::start(&[
+        "--port",
+        &b_port_text,
+        "--cluster-key-file",
+        &key_path,
+        "--advertise-url",
+        &advertise,
+    ])
+    .await;
+    let a = replica(&key_path, &[]).await;
+    let session = b.initialize().await;
+    let echoed = a.call(&session, 1, "echo", json!({"text": "once"})).await;
+    assert_eq!(text(&echoed), "once", "the hop works: {}", echoed.body);
+    let captured_at = Instant::now();
+    let served = metric(&b, "mcp_stdio_peer_requests_total").await;
+    let request = first_request(&relay.text());
+    assert!(request.contains("mcp-stdio-peer:"), "{request}");
+
+    // Within its lifetime: to its replica (seen before) and to another (not for it).
+    assert_eq!(replay_to(b_port, &request).await, 403);
+    assert_eq!(replay_to(a.port, &request).await, 403);
+    assert_eq!(metric(&b, "mcp_stdio_peer_replayed_total").await, 1);
+    assert!(
+        a.stderr().contains("made for another replica"),
+        "{}",
+        a.stderr()
+    );
+    // After its lifetime (five seconds).
+    tokio::time::sleep_until((captured_at + Duration::from_secs(7)).into()).await;
+    assert_eq!(replay_to(b_port, &request).await, 403);
+    assert!(
+        b.stderr().contains("older than its few seconds"),
+        "{}",
+        b.stderr()
+    );
+    assert_eq!(
+        metric(&b, "mcp_stdio_peer_requests_total").await,
+        served,
+        "no replay reached the session"
+    );
+    // The hop still works for genuine forwards.
+    let again = a.call(&session, 2, "echo", json!({"text": "twice"})).await;
+    assert_eq!(text(&again), "twice", "{}", again.body);
+}
+
+/// `--cluster-peers` limits where forwarded requests are accepted from, and
+/// `--peer-replay-cache` bounds the nonces remembered (beyond it: 503, not a forgotten
+/// nonce).
+#[tokio::test]
+async fn introductions_come_only_from_cluster_peers_and_their_memory_is_bounded() {
+    let (_dir, key_path) = key_file(KEY);
+    let elsewhere = Cluster::start(2, &["--cluster-peers", "10.0.0.0/8"]).await;
+    let [a, b] = &elsewhere.replicas[..] else {
+        unreachable!()
+    };
+    let session = b.initialize().await;
+    assert_eq!(b.call(&session, 1, "echo", json!({})).await.status, 200);
+    let refused = a.call(&session, 2, "echo", json!({})).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(b.stderr().contains("from outside --cluster-peers"));
+
+    let a = replica(&key_path, &["--cluster-peers", "127.0.0.0/8", "::1"]).await;
+    let b = replica(&key_path, &["--peer-replay-cache", "1"]).await;
+    let session = b.initialize().await;
+    assert_eq!(
+        text(&a.call(&session, 3, "echo", json!({"text": "in"})).await),
+        "in"
+    );
+    let full = a.call(&session, 4, "echo", json!({})).await;
+    assert_eq!(full.status, 503, "{}", full.body);
+    assert!(full.body.contains("--peer-replay-cache"), "{}", full.body);
 }

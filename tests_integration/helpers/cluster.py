@@ -27,14 +27,15 @@ def key_file(directory: Path, key: str = KEY) -> Path:
 
 
 class Replica:
-    def __init__(self, directory: Path, key: Path, command: list[str], flags: tuple, env: dict | None):
-        self.port = free_port()
+    def __init__(self, directory: Path, key: Path, command: list[str], flags: tuple, env: dict | None,
+                 port: int | None = None, advertise: str | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = directory / f"replica-{self.port}.log"
         self.log_file = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [relay_binary(), "serve", "--port", str(self.port), "--cluster-key-file", str(key),
-             "--advertise-url", f"http://127.0.0.1:{self.port}", "--log-level", "info", *flags, "--", *command],
+             "--advertise-url", advertise or f"http://127.0.0.1:{self.port}", "--log-level", "info", *flags, "--", *command],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log_file, env=env,
         )
         wait_listening(self.port, self.process)
@@ -80,18 +81,69 @@ class Replica:
         self.log_file.close()
 
 
+class RecordingRelay:
+    """A TCP relay on 127.0.0.1 to `target_port` that records what its clients send: the
+    replica hop as someone on that network sees it."""
+
+    def __init__(self, target_port: int):
+        import socket
+        import threading
+
+        self.seen = bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+
+        def pipe(source, sink, record):
+            try:
+                while data := source.recv(65536):
+                    if record:
+                        self.seen.extend(data)
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for end in (source, sink):
+                    try:
+                        end.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        def serve():
+            while True:
+                try:
+                    client, _ = self.listener.accept()
+                except OSError:
+                    return
+                server = socket.create_connection(("127.0.0.1", target_port))
+                threading.Thread(target=pipe, args=(client, server, True), daemon=True).start()
+                threading.Thread(target=pipe, args=(server, client, False), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 class Cluster:
-    """`n` replicas of `serve … -- command` and nginx in front; `url` is nginx's."""
+    """`n` replicas of `serve … -- command` and nginx in front; `url` is nginx's. The
+    replicas numbered in `recorded` advertise themselves through a `RecordingRelay`
+    (`relays[i]`)."""
 
     def __init__(self, directory: Path, command: list[str], n: int = 3, flags: tuple = (), env: dict | None = None,
-                 nginx_port: int | None = None):
+                 nginx_port: int | None = None, recorded: tuple = ()):
         self.directory = directory
         self.key = key_file(directory)
         self.replicas = []
+        self.relays = {}
         self.nginx_dir = directory / "nginx"
         try:
-            for _ in range(n):
-                self.replicas.append(Replica(directory, self.key, command, flags, env))
+            for i in range(n):
+                port, advertise = None, None
+                if i in recorded:
+                    port = free_port()
+                    self.relays[i] = RecordingRelay(port)
+                    advertise = f"http://127.0.0.1:{self.relays[i].port}"
+                self.replicas.append(Replica(directory, self.key, command, flags, env, port, advertise))
             self.port = nginx_port or free_port()
             self.url = f"http://127.0.0.1:{self.port}/mcp"
             subprocess.run([str(ROOT / "scripts" / "nginx"), "start", str(self.nginx_dir), str(self.port),
@@ -104,6 +156,8 @@ class Cluster:
         subprocess.run([str(ROOT / "scripts" / "nginx"), "stop", str(self.nginx_dir)], timeout=30)
         for replica in self.replicas:
             replica.stop()
+        for relay in self.relays.values():
+            relay.close()
 
     def owner_of_sessions(self) -> list[int]:
         """Open sessions per replica (`mcp_stdio_sessions`, children of the pool included)."""

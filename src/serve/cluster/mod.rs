@@ -8,13 +8,14 @@
 
 mod forward;
 mod peer;
+mod replay;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster_key::{ClusterKey, Sealer};
 pub use forward::{Failure, Forwarder};
-pub use peer::{Introduction, PEER_HEADER};
+pub use peer::{Bound, Introduction, PEER_HEADER, Refused};
 
 /// What `cli` validated for cluster mode.
 #[derive(Debug, Clone)]
@@ -28,6 +29,10 @@ pub struct ClusterConfig {
     /// `--peer-timeout`: how long connecting to another replica may take; its answer's
     /// head may take `--timeout-response` on top.
     pub peer_timeout: Duration,
+    /// `--peer-replay-cache`: introductions remembered to refuse a replay.
+    pub peer_replay_cache: usize,
+    /// `--cluster-peers`: where introductions are accepted from (empty: anywhere).
+    pub peers: Vec<ipnet::IpNet>,
 }
 
 impl ClusterConfig {
@@ -39,6 +44,8 @@ impl ClusterConfig {
             advertise: advertise_url(advertise)?,
             peer_max_connections: 256,
             peer_timeout: Duration::from_secs(3),
+            peer_replay_cache: 100_000,
+            peers: Vec::new(),
         })
     }
 }
@@ -56,6 +63,10 @@ pub struct Cluster {
     session_max_age: Duration,
     sessions: Sealer,
     peers: Sealer,
+    /// Nonces of the introductions accepted in the last seconds.
+    replays: replay::Replays,
+    /// `--cluster-peers`.
+    peer_networks: Vec<ipnet::IpNet>,
     pub forwarder: Forwarder,
 }
 
@@ -78,6 +89,8 @@ impl Cluster {
             session_max_age,
             sessions: config.key.sealer("session-id"),
             peers: config.key.sealer("peer-introduction"),
+            replays: replay::Replays::new(config.peer_replay_cache, peer::MAX_AGE),
+            peer_networks: config.peers.clone(),
             forwarder: Forwarder::new(config, response_timeout),
         }
     }
@@ -111,6 +124,11 @@ impl Cluster {
             return None;
         }
         Some(self.owner(owner))
+    }
+
+    /// Whether an introduction may come from `address` (`--cluster-peers`).
+    pub fn accepts_peer(&self, address: std::net::IpAddr) -> bool {
+        self.peer_networks.is_empty() || self.peer_networks.iter().any(|n| n.contains(&address))
     }
 
     /// `owner` as seen from here.

@@ -1,8 +1,11 @@
 //! The introduction a replica sends with a request it forwards (`mcp-stdio-peer`): sealed
 //! with the cluster key, it says who the caller is (the forwarding replica already checked
-//! the bearer, so the owner neither needs nor sees it), when it was made, and which
-//! request it is for (method, session, a digest of the body), so a captured header cannot
-//! be reused for another request or after a minute.
+//! the bearer, so the owner neither needs nor sees it), when it was made, a random nonce,
+//! and exactly which request it is for: the replica it is sent to, the method, the path
+//! and query, the session, `Last-Event-ID` and a digest of the body. The owner accepts a
+//! nonce once (`replay.rs`) and only for a few seconds, so a header captured on the
+//! replica hop cannot be reused: not again, not for another request, not at another
+//! replica, not later.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,12 +14,27 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{HeaderValue, Method};
 
 use super::Cluster;
+use super::replay::FirstUse;
 
 pub const PEER_HEADER: &str = "mcp-stdio-peer";
 /// How old (or, for clock skew, how far ahead) an introduction may be. A forward is sent
-/// the moment it is made, so this only has to cover clocks that disagree; not a resource
-/// bound.
-const MAX_AGE: Duration = Duration::from_secs(60);
+/// the moment it is made, so this covers the hop and clocks that disagree a little (keep
+/// the replicas' clocks synchronised, as NTP does); not a resource bound.
+pub const MAX_AGE: Duration = Duration::from_secs(5);
+/// What marks this format; an introduction from an earlier release has none.
+const VERSION: &str = "v2";
+
+/// What an introduction is made for and checked against: everything of the request that
+/// decides what it does, besides its body (a digest, checked once the body is read).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    /// The replica it goes to, as it advertises itself.
+    pub to: &'a str,
+    pub method: &'a Method,
+    pub path_and_query: &'a str,
+    pub session: Option<&'a str>,
+    pub last_event_id: Option<&'a str>,
+}
 
 /// A verified introduction: the request came from a replica of this cluster.
 #[derive(Debug)]
@@ -34,68 +52,119 @@ impl Introduction {
     }
 }
 
+/// Why an introduction is not accepted.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Forged, foreign, malformed, made for another request, or too old (for the log).
+    Invalid(&'static str),
+    /// Its nonce was seen before: a captured header sent again.
+    Replayed,
+    /// `--peer-replay-cache` introductions are remembered; this one cannot be.
+    Busy(usize),
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// A field as it is sealed: text that holds no newline (header values and request
+/// targets cannot) and an absent one told apart from an empty one.
+fn field(value: Option<&str>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("={v}"))
+}
+
 impl Cluster {
-    /// The header for forwarding `method` on `session` with `body` for `principal`.
+    /// The header for forwarding the request `bound` with `body` for `principal`.
     pub fn introduce(
         &self,
-        method: &Method,
-        session: Option<&str>,
+        bound: &Bound<'_>,
         body: &[u8],
         principal: Option<&str>,
     ) -> HeaderValue {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        let who = principal.map_or_else(|| "-".to_owned(), |p| format!("={p}"));
+        let nonce = crate::oauth::pkce::random_token(16);
         let plain = format!(
-            "{now}\n{method}\n{}\n{}\n{who}",
-            session.unwrap_or(""),
-            digest(body)
+            "{VERSION}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+            unix_now(),
+            nonce.expose(),
+            bound.to,
+            bound.method,
+            bound.path_and_query,
+            field(bound.session),
+            field(bound.last_event_id),
+            digest(body),
+            field(principal),
         );
         HeaderValue::from_str(&self.peers.seal(plain.as_bytes()))
             .expect("sealed values are base64url")
     }
 
-    /// The introduction on a request, if a replica of this cluster made it for this
-    /// method and session within the last minute; why not, otherwise (for the log).
+    /// The introduction on a request, if a replica of this cluster made it for exactly
+    /// this request to this replica within the last few seconds and it was not seen
+    /// before; why not, otherwise.
     pub fn introduction(
         &self,
         value: &HeaderValue,
-        method: &Method,
-        session: Option<&str>,
-    ) -> Result<Introduction, &'static str> {
-        let sealed = value.to_str().map_err(|_| "not text")?;
+        request: &Bound<'_>,
+    ) -> Result<Introduction, Refused> {
+        let sealed = value.to_str().map_err(|_| Refused::Invalid("not text"))?;
         let plain = self
             .peers
             .open(sealed)
-            .ok_or("not sealed with this cluster's key")?;
-        let plain = String::from_utf8(plain).map_err(|_| "not text")?;
-        let mut fields = plain.splitn(5, '\n');
-        let (Some(at), Some(for_method), Some(for_session), Some(body), Some(who)) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            return Err("malformed");
+            .ok_or(Refused::Invalid("not sealed with this cluster's key"))?;
+        let plain = String::from_utf8(plain).map_err(|_| Refused::Invalid("not text"))?;
+        let fields: Vec<&str> = plain.splitn(10, '\n').collect();
+        let [
+            version,
+            at,
+            nonce,
+            to,
+            method,
+            target,
+            session,
+            last_event_id,
+            body,
+            who,
+        ] = fields[..]
+        else {
+            return Err(Refused::Invalid("malformed (from an earlier release?)"));
         };
-        let at: u64 = at.parse().map_err(|_| "malformed")?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        if now.abs_diff(at) > MAX_AGE.as_secs() {
-            return Err("older than a minute (or the replicas' clocks disagree)");
+        if version != VERSION {
+            return Err(Refused::Invalid("malformed (from an earlier release?)"));
         }
-        if for_method != method.as_str() || for_session != session.unwrap_or("") {
-            return Err("made for another request");
+        let at: u64 = at.parse().map_err(|_| Refused::Invalid("malformed"))?;
+        if unix_now().abs_diff(at) > MAX_AGE.as_secs() {
+            return Err(Refused::Invalid(
+                "older than its few seconds (or the replicas' clocks disagree)",
+            ));
+        }
+        if to != request.to {
+            return Err(Refused::Invalid("made for another replica"));
+        }
+        if method != request.method.as_str()
+            || target != request.path_and_query
+            || session != field(request.session)
+            || last_event_id != field(request.last_event_id)
+        {
+            return Err(Refused::Invalid("made for another request"));
         }
         let principal = match who {
             "-" => None,
-            named => Some(named.strip_prefix('=').ok_or("malformed")?.to_owned()),
+            named => Some(
+                named
+                    .strip_prefix('=')
+                    .ok_or(Refused::Invalid("malformed"))?
+                    .to_owned(),
+            ),
         };
+        // Last, so that nothing invalid fills the memory of nonces.
+        match self.replays.first_use(nonce) {
+            FirstUse::Yes => {}
+            FirstUse::Seen => return Err(Refused::Replayed),
+            FirstUse::Full(max) => return Err(Refused::Busy(max)),
+        }
         Ok(Introduction {
             principal,
             body: body.to_owned(),
@@ -112,46 +181,117 @@ mod tests {
     use super::*;
     use crate::serve::cluster::ClusterConfig;
 
-    fn cluster(key: &str) -> Cluster {
-        let config = ClusterConfig::with_key(key, "http://127.0.0.1:1").unwrap();
+    fn cluster(key: &str, advertise: &str) -> Cluster {
+        let config = ClusterConfig::with_key(key, advertise).unwrap();
         Cluster::new(&config, Duration::from_secs(1), Duration::from_secs(3600))
     }
 
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
+    const OWNER: &str = "http://127.0.0.1:1";
+
+    fn post<'a>(session: Option<&'a str>) -> Bound<'a> {
+        Bound {
+            to: OWNER,
+            method: &Method::POST,
+            path_and_query: "/mcp",
+            session,
+            last_event_id: None,
+        }
+    }
 
     #[test]
-    fn an_introduction_holds_only_for_its_own_request() {
-        let a = cluster(KEY);
-        let header = a.introduce(&Method::POST, Some("s1"), b"{}", Some("alice"));
-        let intro = a
-            .introduction(&header, &Method::POST, Some("s1"))
+    fn an_introduction_holds_once_and_only_for_its_own_request() {
+        let (sender, owner) = (cluster(KEY, "http://127.0.0.1:2"), cluster(KEY, OWNER));
+        let header = sender.introduce(&post(Some("s1")), b"{}", Some("alice"));
+        let intro = owner
+            .introduction(&header, &post(Some("s1")))
             .expect("genuine");
         assert_eq!(intro.principal.as_deref(), Some("alice"));
         assert!(intro.vouches_for(b"{}"));
         assert!(!intro.vouches_for(b"{\"other\":1}"), "another body");
-        assert!(
-            a.introduction(&header, &Method::DELETE, Some("s1"))
-                .is_err(),
-            "another method"
-        );
-        assert!(
-            a.introduction(&header, &Method::POST, Some("s2")).is_err(),
-            "another session"
-        );
-        assert!(
-            a.introduction(&header, &Method::POST, None).is_err(),
-            "no session"
-        );
-        let nobody = a.introduce(&Method::GET, None, b"", None);
         assert_eq!(
-            a.introduction(&nobody, &Method::GET, None)
-                .unwrap()
-                .principal,
-            None
+            owner.introduction(&header, &post(Some("s1"))).unwrap_err(),
+            Refused::Replayed,
+            "once"
         );
-        let multiline = a.introduce(&Method::GET, None, b"", Some("odd\nname"));
+        let get = Bound {
+            method: &Method::GET,
+            last_event_id: Some("7"),
+            ..post(Some("s1"))
+        };
+        let variants: [(&str, Bound<'_>); 7] = [
+            (
+                "another method",
+                Bound {
+                    method: &Method::DELETE,
+                    ..post(Some("s1"))
+                },
+            ),
+            ("another session", post(Some("s2"))),
+            ("no session", post(None)),
+            (
+                "another path",
+                Bound {
+                    path_and_query: "/mcp?x=1",
+                    ..post(Some("s1"))
+                },
+            ),
+            (
+                "another Last-Event-ID",
+                Bound {
+                    last_event_id: Some("0"),
+                    ..get
+                },
+            ),
+            (
+                "no Last-Event-ID",
+                Bound {
+                    last_event_id: None,
+                    ..get
+                },
+            ),
+            (
+                "an empty Last-Event-ID",
+                Bound {
+                    last_event_id: Some(""),
+                    ..get
+                },
+            ),
+        ];
+        for (what, other) in variants {
+            let header = sender.introduce(&post(Some("s1")), b"", None);
+            let header = if other.method == &Method::GET {
+                sender.introduce(&get, b"", None)
+            } else {
+                header
+            };
+            assert_eq!(
+                owner.introduction(&header, &other).unwrap_err(),
+                Refused::Invalid("made for another request"),
+                "{what}"
+            );
+        }
+        // Made for one replica, sent to another.
+        let elsewhere = cluster(KEY, "http://127.0.0.1:3");
+        let header = sender.introduce(&post(None), b"", None);
         assert_eq!(
-            a.introduction(&multiline, &Method::GET, None)
+            elsewhere
+                .introduction(
+                    &header,
+                    &Bound {
+                        to: "http://127.0.0.1:3",
+                        ..post(None)
+                    }
+                )
+                .unwrap_err(),
+            Refused::Invalid("made for another replica")
+        );
+        let nobody = sender.introduce(&get, b"", None);
+        assert_eq!(owner.introduction(&nobody, &get).unwrap().principal, None);
+        let multiline = sender.introduce(&post(None), b"", Some("odd\nname"));
+        assert_eq!(
+            owner
+                .introduction(&multiline, &post(None))
                 .unwrap()
                 .principal
                 .as_deref(),
@@ -160,24 +300,42 @@ mod tests {
     }
 
     #[test]
-    fn forged_stale_and_foreign_introductions_are_refused() {
-        let a = cluster(KEY);
-        let stranger = cluster("another-cluster-key-longer-than-thirty-two-bytes-B");
-        let foreign = stranger.introduce(&Method::POST, None, b"", None);
-        assert!(a.introduction(&foreign, &Method::POST, None).is_err());
+    fn forged_stale_old_format_and_foreign_introductions_are_refused() {
+        let owner = cluster(KEY, OWNER);
+        let stranger = cluster("another-cluster-key-longer-than-thirty-two-bytes-B", OWNER);
+        let foreign = stranger.introduce(&post(None), b"", None);
+        assert!(owner.introduction(&foreign, &post(None)).is_err());
         for forged in [
             "1",
             "=alice",
             "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
         ] {
             let value = HeaderValue::from_static(forged);
-            assert!(a.introduction(&value, &Method::POST, None).is_err());
+            assert!(owner.introduction(&value, &post(None)).is_err());
         }
-        let stale = format!("{}\nPOST\n\n{}\n-", 1_000, digest(b""));
-        let value = HeaderValue::from_str(&a.peers.seal(stale.as_bytes())).unwrap();
+        let seal =
+            |plain: String| HeaderValue::from_str(&owner.peers.seal(plain.as_bytes())).unwrap();
+        let made_at = |at: u64| {
+            seal(format!(
+                "{VERSION}\n{at}\nnonce-{at}\n{OWNER}\nPOST\n/mcp\n-\n-\n{}\n-",
+                digest(b"")
+            ))
+        };
+        let now = unix_now();
+        assert!(owner.introduction(&made_at(now - 2), &post(None)).is_ok());
+        for at in [now - 6, now + 6, 1_000] {
+            assert_eq!(
+                owner.introduction(&made_at(at), &post(None)).unwrap_err(),
+                Refused::Invalid("older than its few seconds (or the replicas' clocks disagree)"),
+                "{at}"
+            );
+        }
+        let earlier_release = seal(format!("{now}\nPOST\n\n{}\n-", digest(b"")));
         assert_eq!(
-            a.introduction(&value, &Method::POST, None).unwrap_err(),
-            "older than a minute (or the replicas' clocks disagree)"
+            owner
+                .introduction(&earlier_release, &post(None))
+                .unwrap_err(),
+            Refused::Invalid("malformed (from an earlier release?)")
         );
     }
 }

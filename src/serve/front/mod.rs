@@ -18,7 +18,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 
 use super::Gateway;
-use super::cluster::{Introduction, Owner, PEER_HEADER};
+use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
 use super::http::{header, json, json_error, text, too_large};
 use super::legacy::SESSION_ID;
 use super::metrics::Gauges;
@@ -46,7 +46,7 @@ pub async fn handle(
         (&Method::GET, "/readyz") => return ready(&gateway),
         _ => {}
     }
-    let introduced = match introduction(&gateway, peer, &method, request.headers()) {
+    let introduced = match introduction(&gateway, peer, &request) {
         Ok(introduced) => introduced,
         Err(refused) => return *refused,
     };
@@ -198,28 +198,68 @@ async fn endpoint(
 pub(super) type Refusal = Box<Response<Body>>;
 
 /// The introduction of a request another replica forwarded, if it carries one. Among
-/// replicas one that does not verify is refused outright (an outside client trying to
-/// pass as a replica); a single `serve` ignores the header, as it always did.
+/// replicas one that does not verify (or comes from outside `--cluster-peers`, or was
+/// seen before) is refused outright: an outside client trying to pass as a replica, or
+/// a header captured on the replica hop. A single `serve` ignores the header, as it
+/// always did.
 fn introduction(
     gateway: &Gateway,
     peer: SocketAddr,
-    method: &Method,
-    headers: &HeaderMap,
+    request: &Request<Inbound>,
 ) -> Result<Option<Introduction>, Refusal> {
+    let headers = request.headers();
     let (Some(cluster), Some(value)) = (&gateway.cluster, headers.get(PEER_HEADER)) else {
         return Ok(None);
     };
-    match cluster.introduction(value, method, header(headers, SESSION_ID)) {
+    let forbidden = || {
+        gateway.metrics.peer_refused.fetch_add(1, Ordering::Relaxed);
+        Box::new(json_error(
+            StatusCode::FORBIDDEN,
+            "null",
+            INVALID_REQUEST,
+            "Forbidden: the mcp-stdio-peer header is for replicas of this cluster only; send the request without it",
+        ))
+    };
+    if !cluster.accepts_peer(peer.ip()) {
+        tracing::warn!(%peer, "refused a replica-to-replica request from outside --cluster-peers");
+        return Err(forbidden());
+    }
+    let bound = Bound {
+        to: &cluster.advertise,
+        method: request.method(),
+        path_and_query: request.uri().path_and_query().map_or("/", |p| p.as_str()),
+        session: header(headers, SESSION_ID),
+        last_event_id: header(headers, "last-event-id"),
+    };
+    match cluster.introduction(value, &bound) {
         Ok(introduced) => Ok(Some(introduced)),
-        Err(why) => {
-            gateway.metrics.peer_refused.fetch_add(1, Ordering::Relaxed);
+        Err(Refused::Invalid(why)) => {
             tracing::warn!(%peer, why, "refused a request whose replica-to-replica header does not verify");
-            Err(Box::new(json_error(
-                StatusCode::FORBIDDEN,
+            Err(forbidden())
+        }
+        Err(Refused::Replayed) => {
+            gateway
+                .metrics
+                .peer_replayed
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, outcome = "peer_replayed", "refused a replica-to-replica header seen before (a replay)");
+            Err(forbidden())
+        }
+        Err(Refused::Busy(max)) => {
+            tracing::warn!(%peer, max, "refused a forwarded request: --peer-replay-cache is full");
+            let mut busy = json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
                 "null",
                 INVALID_REQUEST,
-                "Forbidden: the mcp-stdio-peer header is for replicas of this cluster only; send the request without it",
-            )))
+                &format!(
+                    "Service Unavailable: {max} forwarded requests in the last seconds (--peer-replay-cache); try again shortly"
+                ),
+            );
+            busy.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            Err(Box::new(busy))
         }
     }
 }
