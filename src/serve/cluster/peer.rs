@@ -260,7 +260,7 @@ mod tests {
         ];
         for (what, other) in variants {
             let header = sender.introduce(&post(Some("s1")), b"", None);
-            let header = if other.method == &Method::GET {
+            let header = if *other.method == Method::GET {
                 sender.introduce(&get, b"", None)
             } else {
                 header
