@@ -62,7 +62,9 @@ def identity():
     serve, url = start_serve(
         [sys.executable, str(PEER_SCRIPTS / "pid_server.py")],
         flags=("--oauth-issuer", world.issuer, "--oauth-audience", AUDIENCE, "--oauth-scope", "mcp:tools",
-               "--oauth-leeway", "0", "--oauth-jwks-refetch", "1"),
+               "--oauth-leeway", "0", "--oauth-jwks-refetch", "1",
+               # oidc-provider marks its JWT access tokens `typ: at+jwt` (RFC 9068).
+               "--oauth-require-at-jwt"),
     )
     try:
         yield world.issuer, url, world

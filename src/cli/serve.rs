@@ -164,6 +164,12 @@ pub struct ServeArgs {
     #[arg(long)]
     introspection_without_audience: bool,
 
+    /// Accept only RFC 9068 access tokens (JOSE header typ at+jwt), for an authorization
+    /// server that marks its access tokens so (Auth0's RFC 9068 profile, Duende, Curity,
+    /// Ping, node oidc-provider). Without it, id_tokens are told apart by their claims.
+    #[arg(long, requires = "oauth_issuer")]
+    oauth_require_at_jwt: bool,
+
     /// Most introspection requests in flight at once; more wait their turn.
     #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     introspection_concurrency: u64,
@@ -530,6 +536,7 @@ fn resource_server(
         leeway: args.oauth_leeway,
         refetch_interval: args.oauth_jwks_refetch,
         token_cache: args.oauth_token_cache as usize,
+        require_at_jwt: args.oauth_require_at_jwt,
         http: super::serve_oauth::authorization_server_http(),
     }))
 }

@@ -50,6 +50,14 @@ impl SigningKey {
         header.kid = Some(kid.unwrap_or(&self.kid).to_owned());
         encode(&header, claims, &self.encoding).unwrap()
     }
+
+    /// A token with these claims under the JOSE header `typ` (`at+jwt` for RFC 9068).
+    pub fn sign_typed(&self, claims: &Value, typ: &str) -> String {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        header.typ = Some(typ.to_owned());
+        encode(&header, claims, &self.encoding).unwrap()
+    }
 }
 
 /// The introspection endpoint's client, as the resource server must present it.

@@ -577,3 +577,113 @@ async fn a_flood_of_made_up_opaque_tokens_is_bounded_at_the_provider() {
     assert_eq!(initialize_as(&serve, &tokens[0]).await.status, 401);
     assert_eq!(issuer.introspections(), 8);
 }
+
+/// Issue 29, item 5: an id_token the issuer signed for a client whose id is this server's
+/// audience (an Entra app registration used for both) is not an access token: refused by
+/// its claims, or by RFC 9068's `typ` with `--oauth-require-at-jwt`; nothing is started.
+#[tokio::test]
+async fn an_id_token_does_not_pass_as_an_access_token() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(&issuer, &[]).await;
+    let access = key.sign(&issuer.claims("alice", AUDIENCE, SCOPE), None);
+    // The channel works: a genuine access token is served.
+    assert_eq!(
+        whoami_modern(&serve, &access, 1).await,
+        whoami_modern(&serve, &access, 2).await
+    );
+    let id_token = |extra: serde_json::Value| {
+        let mut claims = issuer.claims("mallory", AUDIENCE, SCOPE);
+        claims.as_object_mut().unwrap().remove("client_id");
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        key.sign(&claims, None)
+    };
+    let created_total = || async {
+        let metrics = serve
+            .send(
+                "GET",
+                "/metrics",
+                &[("authorization", &bearer(&access))],
+                "",
+            )
+            .await
+            .body;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_stdio_sessions_created_total "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{metrics}"))
+    };
+    let created = created_total().await;
+    for forged in [
+        id_token(json!({"nonce": "n-1"})),
+        id_token(json!({"at_hash": "abc"})),
+        id_token(json!({"azp": AUDIENCE})),
+        id_token(json!({"typ": "ID", "azp": "web"})),
+        id_token(json!({"token_use": "id"})),
+    ] {
+        let answer = serve
+            .send(
+                "POST",
+                "/mcp",
+                &[("authorization", &bearer(&forged))],
+                &initialize_body(),
+            )
+            .await;
+        assert_eq!(answer.status, 401, "{forged}: {}", answer.body);
+        assert!(
+            challenge(&answer).contains("invalid_token"),
+            "{}",
+            challenge(&answer)
+        );
+    }
+    assert_eq!(created_total().await, created);
+    assert!(serve.stderr().contains("outcome=\"not_an_access_token\""));
+    assert!(
+        !serve.stderr().contains("mallory"),
+        "no id_token's subject got in"
+    );
+
+    // With --oauth-require-at-jwt only RFC 9068 tokens pass.
+    let strict = start(&issuer, &["--oauth-require-at-jwt"]).await;
+    let plain = strict
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &bearer(&access))],
+            &initialize_body(),
+        )
+        .await;
+    assert_eq!(plain.status, 401, "{}", plain.body);
+    let typed = key.sign_typed(&issuer.claims("alice", AUDIENCE, SCOPE), "at+jwt");
+    assert!(!whoami_modern(&strict, &typed, 3).await.is_empty());
+}
+
+/// Microsoft Entra puts the scopes in `scp` as one space-separated string, Okta as a list:
+/// both satisfy `--oauth-scope`.
+#[tokio::test]
+async fn scopes_in_scp_as_a_string_or_a_list_both_count() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start(&issuer, &[]).await;
+    for scp in [json!(format!("User.Read {SCOPE}")), json!(["other", SCOPE])] {
+        let mut claims = issuer.claims("erin", AUDIENCE, "");
+        claims.as_object_mut().unwrap().remove("scope");
+        claims["scp"] = scp;
+        let token = key.sign(&claims, None);
+        whoami_modern(&serve, &token, 1).await;
+    }
+    let mut short = issuer.claims("erin", AUDIENCE, "");
+    short["scp"] = json!("User.Read");
+    let refused = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &bearer(&key.sign(&short, None)))],
+            &initialize_body(),
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+}

@@ -19,6 +19,8 @@ pub enum Outcome {
     NotYetValid,
     WrongIssuer,
     WrongAudience,
+    /// Signed by the issuer but not an access token (an id_token, `token_kind.rs`).
+    NotAnAccessToken,
     /// No `sub`, or a claim of the wrong type.
     BadClaims,
     /// The issuer's keys could not be fetched.
@@ -41,6 +43,7 @@ impl Outcome {
             Outcome::NotYetValid => "not_yet_valid",
             Outcome::WrongIssuer => "wrong_issuer",
             Outcome::WrongAudience => "wrong_audience",
+            Outcome::NotAnAccessToken => "not_an_access_token",
             Outcome::BadClaims => "bad_claims",
             Outcome::IssuerUnreachable => "issuer_unreachable",
             Outcome::Inactive => "inactive",
@@ -56,11 +59,56 @@ pub struct Claims {
     pub exp: u64,
     #[serde(default)]
     pub scope: Option<String>,
+    /// Okta sends an array, Microsoft Entra one space-separated string.
     #[serde(default)]
-    pub scp: Option<Vec<String>>,
+    pub scp: Option<Scopes>,
     /// The client the token was issued to (RFC 9068 `client_id`; OpenID `azp`).
     #[serde(default)]
     pub client_id: Option<String>,
     #[serde(default)]
     pub azp: Option<String>,
+    /// What tells an id_token from an access token.
+    #[serde(flatten)]
+    pub signs: super::token_kind::Signs,
+}
+
+/// An `scp` claim: a list, or a space-separated string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum Scopes {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl Scopes {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match self {
+            Scopes::List(list) => Box::new(list.iter().map(String::as_str)),
+            Scopes::Text(text) => Box::new(text.split_ascii_whitespace()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shape_of_an_id_token_is_read_with_the_claims() {
+        let claims: Claims = serde_json::from_value(serde_json::json!({
+            "sub": "s", "exp": 1, "aud": "a", "azp": "a"
+        }))
+        .unwrap();
+        assert!(
+            crate::serve::auth::token_kind::not_an_access_token(
+                None,
+                &claims.signs,
+                claims.azp.as_deref(),
+                "https://x",
+                false
+            )
+            .is_some()
+        );
+        assert_eq!(claims.azp.as_deref(), Some("a"));
+    }
 }

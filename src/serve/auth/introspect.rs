@@ -156,6 +156,7 @@ impl Introspector {
             scp: None,
             client_id: answer.client_id,
             azp: None,
+            signs: Default::default(),
         })
     }
 }

@@ -12,6 +12,7 @@ use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 
 use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
+use super::token_kind::not_an_access_token;
 use super::{Caller, Refused, ResourceServerConfig};
 use crate::serve::jwks::{Key, Keys, Missing};
 use crate::serve::remembered::{Remembered, digest};
@@ -35,6 +36,8 @@ pub struct Verifier {
     /// For tokens that are not JWTs, when `--introspection-url` is set.
     introspector: Option<Introspector>,
     audience: String,
+    /// `--oauth-require-at-jwt`.
+    require_at_jwt: bool,
 }
 
 impl Verifier {
@@ -47,6 +50,7 @@ impl Verifier {
         Self {
             introspector,
             audience: config.audience.clone(),
+            require_at_jwt: config.require_at_jwt,
             keys: Keys::new(
                 config.issuer,
                 "--oauth-issuer",
@@ -124,6 +128,20 @@ impl Verifier {
             })?;
         let claims =
             signed_claims(token, header.alg, &keys, &self.validation).map_err(Refused::Invalid)?;
+        if let Some(why) = not_an_access_token(
+            header.typ.as_deref(),
+            &claims.signs,
+            claims.azp.as_deref(),
+            &self.issuer,
+            self.require_at_jwt,
+        ) {
+            tracing::info!(
+                why,
+                outcome = "not_an_access_token",
+                "refused a token signed by the issuer that is not an access token"
+            );
+            return Err(Refused::Invalid(Outcome::NotAnAccessToken));
+        }
         let exp = claims.exp;
         self.authorized(claims).map(|caller| (caller, exp))
     }
@@ -137,7 +155,7 @@ impl Verifier {
             .as_deref()
             .unwrap_or_default()
             .split_ascii_whitespace()
-            .chain(claims.scp.iter().flatten().map(String::as_str))
+            .chain(claims.scp.iter().flat_map(|scp| scp.iter()))
             .collect();
         if self.scopes.iter().any(|s| !granted.contains(s.as_str())) {
             return Err(Refused::InsufficientScope(self.scopes.clone()));

@@ -9,6 +9,7 @@
 pub mod claims;
 mod introspect;
 pub mod jwt;
+mod token_kind;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,8 @@ pub struct ResourceServerConfig {
     pub token_cache: usize,
     /// `--introspection-url`: where opaque tokens are checked (RFC 7662).
     pub introspection: Option<IntrospectionConfig>,
+    /// `--oauth-require-at-jwt`: only RFC 9068 tokens (header `typ: at+jwt`).
+    pub require_at_jwt: bool,
     pub http: crate::http::client::ClientOptions,
 }
 
