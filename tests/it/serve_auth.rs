@@ -640,7 +640,7 @@ async fn an_id_token_does_not_pass_as_an_access_token() {
         );
     }
     assert_eq!(created_total().await, created);
-    assert!(serve.stderr().contains("outcome=\"not_an_access_token\""));
+    serve.wait_stderr("outcome=\"not_an_access_token\"").await;
     assert!(
         !serve.stderr().contains("mallory"),
         "no id_token's subject got in"

@@ -708,19 +708,11 @@ async fn a_captured_introduction_cannot_be_replayed() {
     assert_eq!(replay_to(b_port, &request).await, 403);
     assert_eq!(replay_to(a.port, &request).await, 403);
     assert_eq!(metric(&b, "mcp_stdio_peer_replayed_total").await, 1);
-    assert!(
-        a.stderr().contains("made for another replica"),
-        "{}",
-        a.stderr()
-    );
+    a.wait_stderr("made for another replica").await;
     // After its lifetime (five seconds).
     tokio::time::sleep_until((captured_at + Duration::from_secs(7)).into()).await;
     assert_eq!(replay_to(b_port, &request).await, 403);
-    assert!(
-        b.stderr().contains("older than its few seconds"),
-        "{}",
-        b.stderr()
-    );
+    b.wait_stderr("older than its few seconds").await;
     assert_eq!(
         metric(&b, "mcp_stdio_peer_requests_total").await,
         served,
@@ -745,7 +737,7 @@ async fn introductions_come_only_from_cluster_peers_and_their_memory_is_bounded(
     assert_eq!(b.call(&session, 1, "echo", json!({})).await.status, 200);
     let refused = a.call(&session, 2, "echo", json!({})).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(b.stderr().contains("from outside --cluster-peers"));
+    b.wait_stderr("from outside --cluster-peers").await;
 
     let a = replica(&key_path, &["--cluster-peers", "127.0.0.0/8", "::1"]).await;
     let b = replica(&key_path, &["--peer-replay-cache", "1"]).await;
