@@ -8,6 +8,7 @@
 pub mod check;
 pub mod cli;
 pub mod cluster_key;
+pub mod env_expand;
 pub mod era;
 pub mod http;
 pub mod jsonrpc;

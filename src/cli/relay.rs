@@ -316,7 +316,8 @@ fn parse_header(
     let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
         format!("-H/--header: '{}' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)", name.trim())
     })?;
-    let value = expand_env(value.trim(), env).map_err(|e| format!("-H/--header {name}: {e}"))?;
+    let value = crate::env_expand::expand(value.trim(), env)
+        .map_err(|e| format!("-H/--header {name}: {e}"))?;
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err(format!(
             "-H/--header {name}: the value holds CR, LF or NUL, which would split the header"
@@ -337,30 +338,6 @@ fn redact_header(raw: &str) -> String {
     } else {
         raw.to_owned()
     }
-}
-
-/// Replaces `${VAR}` with the variable's value; an unset variable is an error, since
-/// sending an empty credential silently is worse than refusing to start.
-fn expand_env(value: &str, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find('}').ok_or("'${' without a closing '}'")?;
-        let name = &after[..end];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "'${{{name}}}' is not a variable name (letters, digits and _ only)"
-            ));
-        }
-        out.push_str(
-            &env(name).ok_or_else(|| format!("the environment variable {name} is not set"))?,
-        );
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]

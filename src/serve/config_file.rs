@@ -14,6 +14,7 @@ use super::ServeConfig;
 use super::auth::ResourceServerConfig;
 use super::child::ChildCommand;
 use super::child_era::ChildEraChoice;
+use crate::env_expand::expand;
 use crate::secret::Secret;
 
 /// One server of the file, checked.
@@ -302,37 +303,6 @@ fn auth(raw: RawAuth, env: &dyn Fn(&str) -> Option<String>) -> Result<EntryAuth,
     }
 }
 
-/// `${VAR}` and `${VAR:-default}`, as Claude Code expands them in `.mcp.json`; an unset
-/// variable without a default is an error (an empty credential is worse than none).
-fn expand(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("{value:?}: an unclosed ${{"))?;
-        let inner = &after[..end];
-        let (name, default) = match inner.split_once(":-") {
-            Some((name, default)) => (name, Some(default)),
-            None => (inner, None),
-        };
-        match (env(name), default) {
-            (Some(found), _) => out.push_str(&found),
-            (None, Some(default)) => out.push_str(default),
-            (None, None) => {
-                return Err(format!(
-                    "${{{name}}} is not set; set it, or write ${{{name}:-default}}"
-                ));
-            }
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// This entry's `ServeConfig`: the command line's settings with the entry's on top.
 pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
     let mut config = base.clone();
@@ -472,7 +442,7 @@ mod tests {
             (
                 "[servers.x]\ncommand = \"sh\"\nargs = [\"${NOPE}\"]\n",
                 "t.toml",
-                "${NOPE} is not set",
+                "variable NOPE is not set",
             ),
             (
                 "[servers.x]\ncommand = \"no-such-program-here\"\n",
