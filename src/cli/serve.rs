@@ -285,7 +285,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
     }
     let auth_token = match args.auth_token.take() {
         Some(token) if token.trim().is_empty() => None,
-        Some(token) if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) => {
+        Some(token) if !crate::era::headers::is_visible_ascii(token.as_bytes()) => {
             return Err(
                 "--auth-token / MCP_STDIO_SERVE_TOKEN must be visible ASCII without spaces".into(),
             );

@@ -82,7 +82,7 @@ pub fn standard_named(
     method: &str,
     name: Option<&str>,
 ) -> Result<Vec<(&'static str, String)>, String> {
-    if method.is_empty() || !method.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+    if !is_visible_ascii(method.as_bytes()) {
         return Err(format!(
             "the method {method:?} cannot be sent to a 2026-07-28 server: Mcp-Method must be visible ASCII"
         ));
@@ -95,6 +95,13 @@ pub fn standard_named(
         headers.push((NAME, encode_value(name)));
     }
     Ok(headers)
+}
+
+/// Whether `bytes` is a token of visible ASCII (0x21–0x7E: no spaces, no controls), the
+/// rule for session ids, bearer secrets and header-borne names, so that nothing taken
+/// from a peer or an operator can break a header line.
+pub fn is_visible_ascii(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
 }
 
 #[cfg(test)]

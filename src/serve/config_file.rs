@@ -272,7 +272,7 @@ fn auth(raw: RawAuth, env: &dyn Fn(&str) -> Option<String>) -> Result<EntryAuth,
             let token = env(&variable)
                 .filter(|t| !t.trim().is_empty())
                 .ok_or_else(|| format!("auth token_env {variable}: the variable is not set"))?;
-            if !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            if !crate::era::headers::is_visible_ascii(token.as_bytes()) {
                 return Err(format!(
                     "auth token_env {variable}: the token must be visible ASCII without spaces"
                 ));

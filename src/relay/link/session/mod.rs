@@ -13,6 +13,7 @@ use http::{Method, StatusCode, Uri};
 use url::Url;
 
 use super::response::read_first_answer;
+use crate::era::headers::is_visible_ascii;
 use crate::http::client::HttpClient;
 use crate::http::response::{HttpError, Response};
 use crate::http::sse::root_cause;
@@ -308,10 +309,6 @@ impl Upstream {
             }
         }
     }
-}
-
-fn is_visible_ascii(bytes: &[u8]) -> bool {
-    !bytes.is_empty() && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
 }
 
 fn protocol_version_of(answer: &[u8]) -> Option<String> {
