@@ -134,8 +134,8 @@ impl ServerAuth {
     /// server answers with 401 and `WWW-Authenticate`.
     pub async fn probe(&self) -> Option<Challenge> {
         let body = json!({"jsonrpc": "2.0", "id": "mcp-stdio-probe", "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "mcp-stdio", "version": env!("CARGO_PKG_VERSION")}}});
+            "params": {"protocolVersion": crate::era::LATEST_LEGACY_VERSION, "capabilities": {},
+                       "clientInfo": crate::era::relay_info()}});
         let fetched = self.http.post_json(&self.server, &body).await.ok()?;
         challenge_of(&fetched)
     }
