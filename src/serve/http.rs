@@ -117,6 +117,27 @@ pub fn text(status: StatusCode, body: &'static str) -> Response<Body> {
         .expect("a valid response")
 }
 
+/// What `/readyz` says, whoever answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// A replica drains after SIGTERM: open sessions go on, new ones go elsewhere.
+    Draining,
+    ShuttingDown,
+    /// Every `--max-sessions` slot is taken.
+    Full,
+}
+
+/// The `/readyz` answer: 200 when ready, 503 with the reason otherwise.
+pub fn readyz(readiness: Readiness) -> Response<Body> {
+    match readiness {
+        Readiness::Ready => text(StatusCode::OK, "ready\n"),
+        Readiness::Draining => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+        Readiness::ShuttingDown => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+        Readiness::Full => text(StatusCode::SERVICE_UNAVAILABLE, "at --max-sessions\n"),
+    }
+}
+
 pub fn empty(status: StatusCode) -> Response<Body> {
     Response::builder()
         .status(status)

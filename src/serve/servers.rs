@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::config_file::{self, Entry};
-use super::http::text;
+use super::http::{Readiness, readyz, text};
 use super::legacy::SESSION_ID;
 use super::metrics::{Gauges, labelled};
 use super::{Gateway, Running, ServeConfig, front};
@@ -262,10 +262,15 @@ impl Servers {
         let method = request.method().clone();
         match (&method, path.as_str()) {
             (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
-            (&Method::GET, "/readyz") if self.closing.is_cancelled() => {
-                return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+            // One server at its --max-sessions leaves the others taking sessions, and only
+            // a reload's retiring generations drain: the process is ready until it stops.
+            (&Method::GET, "/readyz") => {
+                return readyz(if self.closing.is_cancelled() {
+                    Readiness::ShuttingDown
+                } else {
+                    Readiness::Ready
+                });
             }
-            (&Method::GET, "/readyz") => return text(StatusCode::OK, "ready\n"),
             (&Method::GET, "/metrics") => return self.metrics(&request),
             _ => {}
         }

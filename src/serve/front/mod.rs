@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 
 use super::Gateway;
 use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
-use super::http::{header, json, json_error, text, too_large};
+use super::http::{Readiness, header, json, json_error, readyz, text, too_large};
 use super::legacy::SESSION_ID;
 use super::metrics::Gauges;
 use super::replica::{self, Forward, Purpose};
@@ -363,16 +363,15 @@ fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<()
 }
 
 fn ready(gateway: &Gateway) -> Response<Body> {
-    if gateway.draining.is_cancelled() {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "draining\n");
-    }
-    if gateway.closing.is_cancelled() {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
-    }
-    if gateway.sessions.count() >= gateway.config.max_sessions {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "at --max-sessions\n");
-    }
-    text(StatusCode::OK, "ready\n")
+    readyz(if gateway.draining.is_cancelled() {
+        Readiness::Draining
+    } else if gateway.closing.is_cancelled() {
+        Readiness::ShuttingDown
+    } else if gateway.sessions.count() >= gateway.config.max_sessions {
+        Readiness::Full
+    } else {
+        Readiness::Ready
+    })
 }
 
 /// Reads and classifies a POST body first (§4.16): the envelope means 2026-07-28, served
