@@ -12,7 +12,7 @@ use super::eras::Eras;
 use super::gate::Gate;
 use super::input::HostRequests;
 use super::link::Link;
-use super::tool_table::ToolHeaders;
+use super::tool_table::ToolHeaderTable;
 
 pub struct Ctx {
     pub config: RelayConfig,
@@ -21,7 +21,7 @@ pub struct Ctx {
     /// Which era each side speaks.
     pub eras: Eras,
     /// A modern server's tools, for their `Mcp-Param-*` headers.
-    pub tools: ToolHeaders,
+    pub tools: ToolHeaderTable,
     /// Requests the relay put to the host, waiting for its answers.
     pub host_requests: HostRequests,
     /// Fired when shutdown begins, so long-lived subscriptions can end gracefully.

@@ -10,11 +10,11 @@ use serde_json::Value;
 use crate::era::tools::{ParamHeader, filter_list};
 
 #[derive(Default)]
-pub struct ToolHeaders {
+pub struct ToolHeaderTable {
     known: Mutex<HashMap<String, Vec<ParamHeader>>>,
 }
 
-impl ToolHeaders {
+impl ToolHeaderTable {
     pub fn learn(&self, kept: Vec<(String, Vec<ParamHeader>)>) {
         let mut known = self.known.lock().expect("tools lock");
         for (name, params) in kept {
@@ -38,7 +38,7 @@ impl ToolHeaders {
         !dropped.is_empty()
     }
 
-    /// Like [`ToolHeaders::filter_result`] on a whole answer line; the line is returned
+    /// Like [`ToolHeaderTable::filter_result`] on a whole answer line; the line is returned
     /// unchanged (byte for byte) when no tool was dropped.
     pub fn filter_answer(&self, line: Vec<u8>) -> Vec<u8> {
         let Ok(mut answer) = serde_json::from_slice::<Value>(&line) else {

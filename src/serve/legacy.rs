@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use super::Gateway;
-use super::http::{
+use super::responses::{
     SseTiming, compact, empty, header, json, json_error, sse_body, sse_event, text,
     undeliverable_response,
 };

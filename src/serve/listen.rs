@@ -14,9 +14,9 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use super::Gateway;
-use super::http::{SseTiming, json_error, sse_body, sse_event};
 use super::params::ask;
 use super::pool::Backend;
+use super::responses::{SseTiming, json_error, sse_body, sse_event};
 use crate::era::listen::{self, Filter};
 use crate::jsonrpc::error::INVALID_PARAMS;
 

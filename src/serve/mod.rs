@@ -10,7 +10,6 @@ pub mod cluster;
 pub mod config_file;
 mod front;
 pub mod guard;
-mod http;
 mod inbound;
 pub mod jwks;
 pub mod ladder;
@@ -23,6 +22,7 @@ mod params;
 mod pool;
 mod remembered;
 mod replica;
+mod responses;
 mod servers;
 mod session;
 mod sessions;
@@ -128,7 +128,7 @@ pub struct Gateway {
     /// The stdio server's era: probed once, corrected when a child proves it wrong.
     era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
-    pub parked: Arc<crate::parking::Rounds<modern::Flight>>,
+    pub parked: Arc<crate::parking::Rounds<modern::ChildCall>>,
     /// How each request's caller is checked.
     pub auth: auth::Auth,
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use super::pool::Backend;
-use super::tool_cache::ToolHeaders;
+use super::tool_cache::AnnotatedParams;
 use crate::era::tools::{MAX_LIST_PAGES, check_values, param_headers};
 use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::jsonrpc::message::IdKey;
@@ -36,8 +36,8 @@ pub async fn check(
 }
 
 /// The child's tools' annotations (a tool whose annotations break the rules has none).
-async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> ToolHeaders {
-    let mut found = ToolHeaders::new();
+async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
+    let mut found = AnnotatedParams::new();
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_LIST_PAGES {
         let mut params = Map::new();

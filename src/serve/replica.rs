@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Gateway;
 use super::cluster::{Failure, Owner};
-use super::http::json_error;
+use super::responses::json_error;
 use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 use crate::jsonrpc::message::Message;
@@ -50,8 +50,8 @@ pub async fn to_owner(gateway: &Gateway, forward: Forward<'_>) -> Response<Body>
         to: &forward.owner,
         method: &forward.method,
         path_and_query: forward.path_and_query,
-        session: super::http::header(forward.headers, super::legacy::SESSION_ID),
-        last_event_id: super::http::header(forward.headers, "last-event-id"),
+        session: super::responses::header(forward.headers, super::legacy::SESSION_ID),
+        last_event_id: super::responses::header(forward.headers, "last-event-id"),
     };
     let introduction = cluster.introduce(&bound, &forward.body, forward.principal);
     let sent = cluster

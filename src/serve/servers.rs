@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::config_file::{self, Entry};
-use super::http::{Readiness, readyz, text};
 use super::legacy::SESSION_ID;
 use super::metrics::{Gauges, labelled};
+use super::responses::{Readiness, readyz, text};
 use super::{Gateway, Running, ServeConfig, front};
 
 const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";

@@ -9,11 +9,11 @@ use tokio::sync::broadcast;
 use crate::era::tools::ParamHeader;
 
 /// Annotated parameters by tool name.
-pub type ToolHeaders = HashMap<String, Vec<ParamHeader>>;
+pub type AnnotatedParams = HashMap<String, Vec<ParamHeader>>;
 
 /// What a backend knows of its child's tools' annotations.
 pub struct ToolCache {
-    pub known: Option<ToolHeaders>,
+    pub known: Option<AnnotatedParams>,
     /// The child's change notifications: a `tools/list_changed` makes the cache stale.
     changes: broadcast::Receiver<Bytes>,
 }

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::local_listen::listen;
 use super::modern_host::{ModernHost, ToLegacy};
-use super::parked::Flight;
+use super::parked::UpstreamCall;
 use super::passthrough::host_claim;
 use super::server_messages::{divert_server_messages, on_the_way};
 use crate::era::bridge::discover_result;
@@ -189,7 +189,7 @@ fn take_off(
     id: String,
     raw_id: String,
     log_level: Option<String>,
-) -> Flight {
+) -> UpstreamCall {
     let (questions_tx, questions) = mpsc::unbounded_channel();
     let (answer_tx, answer) = oneshot::channel();
     let number = path
@@ -233,7 +233,7 @@ fn take_off(
         let _ = answer_tx.send(answer);
     })
     .abort_handle();
-    Flight {
+    UpstreamCall {
         questions,
         answer,
         task,
@@ -253,7 +253,7 @@ async fn drive(
     path: &Arc<ToLegacy>,
     request: &Call,
     claim: &Claim,
-    mut flight: Flight,
+    mut flight: UpstreamCall,
     name: Option<String>,
 ) -> Result<(), Failure> {
     path.host
@@ -312,7 +312,7 @@ async fn drive(
 async fn park(
     path: &Arc<ToLegacy>,
     request: &Call,
-    flight: Flight,
+    flight: UpstreamCall,
     question: Question,
     name: Option<&str>,
 ) {

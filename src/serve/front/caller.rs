@@ -16,7 +16,7 @@ use super::Refusal;
 use crate::jsonrpc::error::INVALID_REQUEST;
 use crate::serve::Gateway;
 use crate::serve::auth::Refused;
-use crate::serve::http::{header, json_error};
+use crate::serve::responses::{header, json_error};
 
 pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 

@@ -19,10 +19,10 @@ use http_body_util::BodyExt;
 
 use super::Gateway;
 use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
-use super::http::{Readiness, header, json, json_error, readyz, text, too_large};
 use super::legacy::SESSION_ID;
 use super::metrics::Gauges;
 use super::replica::{self, Forward, Purpose};
+use super::responses::{Readiness, header, json, json_error, readyz, text, too_large};
 use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
 use crate::jsonrpc::message;

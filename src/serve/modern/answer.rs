@@ -11,15 +11,15 @@ use futures_util::StreamExt;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::flight::{Flight, refuse};
+use super::flight::{ChildCall, refuse};
 use crate::era::bridge::{answer_for_modern, modern_answer_for_modern};
 use crate::era::{META_SUBSCRIPTION_ID, MISSING_CLIENT_CAPABILITY, mrtr};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{Kind, Message, parse};
 use crate::parking::{Asked, Question};
 use crate::serve::Gateway;
-use crate::serve::http::{SseTiming, json, json_error, sse_body, sse_event};
 use crate::serve::pool::Backend;
+use crate::serve::responses::{SseTiming, json, json_error, sse_body, sse_event};
 use crate::serve::session::Event;
 
 /// What the client asked, as far as the answer depends on it.
@@ -42,7 +42,7 @@ pub(super) async fn respond(
     gateway: &Arc<Gateway>,
     backend: Arc<Backend>,
     request: Request,
-    flight: Flight,
+    flight: ChildCall,
 ) -> Response<Body> {
     let mut call = Call {
         gateway: gateway.clone(),
@@ -100,7 +100,7 @@ struct Call {
     backend: Arc<Backend>,
     request: Request,
     /// `None` once the call is parked.
-    flight: Option<Flight>,
+    flight: Option<ChildCall>,
 }
 
 impl Call {
@@ -270,7 +270,12 @@ impl Call {
 /// Parks a call and returns the `input_required` answer that asks its question. An
 /// unanswered round expires after `--input-timeout`: the child's question is refused and
 /// its call cancelled (the flight's guard drops unanswered).
-fn park(gateway: &Arc<Gateway>, request: &Request, flight: Flight, question: Question) -> Vec<u8> {
+fn park(
+    gateway: &Arc<Gateway>,
+    request: &Request,
+    flight: ChildCall,
+    question: Question,
+) -> Vec<u8> {
     let asked = Asked {
         raw_id: &request.raw_id,
         principal: request.principal.clone(),

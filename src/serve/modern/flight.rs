@@ -15,12 +15,12 @@ use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::IdKey;
 use crate::serve::Gateway;
-use crate::serve::http::{json_error, undeliverable_response};
 use crate::serve::pool::Backend;
+use crate::serve::responses::{json_error, undeliverable_response};
 use crate::serve::session::{Conflict, Event, Session, Undeliverable};
 
 /// A call in the child: its events, and the guard that cancels it if nobody answers.
-pub struct Flight {
+pub struct ChildCall {
     pub(super) guard: InFlight,
     pub(super) rx: mpsc::Receiver<Event>,
 }
@@ -67,7 +67,7 @@ pub(super) async fn send(
     backend: &Backend,
     method: &str,
     mut params: Map<String, Value>,
-) -> Result<Flight, SendRefused> {
+) -> Result<ChildCall, SendRefused> {
     let upstream_id = gateway.pool.next_id();
     // The client's progress token is the client's: the child sees the gateway's id as the
     // token, and notifications go back with the original.
@@ -110,7 +110,7 @@ pub(super) async fn send(
         session.forget(&guard.key);
         return Err(SendRefused::Undeliverable(undeliverable));
     }
-    Ok(Flight { guard, rx })
+    Ok(ChildCall { guard, rx })
 }
 
 /// Answers a child's request with an error (best effort: never wait on a child that is not

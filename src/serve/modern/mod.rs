@@ -16,9 +16,9 @@ use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
 use super::Gateway;
-use super::http::{json, json_error};
 use super::ladder;
 use super::pool::{Backend, Unavailable};
+use super::responses::{json, json_error};
 use super::sessions::Refused;
 use crate::era::bridge::discover_result;
 use crate::era::{META_CLIENT_CAPABILITIES, envelope, mrtr};
@@ -26,7 +26,7 @@ use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, error_response};
 use crate::jsonrpc::message::{Kind, Message};
 use crate::parking::{Resumed, Retry};
 use answer::{Request, respond};
-pub use flight::Flight;
+pub use flight::ChildCall;
 use flight::{SendRefused, send};
 
 pub async fn post(
@@ -175,7 +175,7 @@ async fn resume(
         state: state.as_str(),
         responses: params.get("inputResponses"),
     };
-    let same_child = |flight: &Flight| {
+    let same_child = |flight: &ChildCall| {
         if Arc::ptr_eq(&flight.guard.session, &backend.session)
             && !backend.session.ended.is_cancelled()
         {
