@@ -15,6 +15,7 @@ use http::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::era::MODERN_VERSION;
+use crate::era::paging::{Pages, with_cursor};
 use crate::era::probe::{Verdict, classify};
 use crate::http::client::HttpClient;
 pub use config::{CheckConfig, DEFAULT_MAX_PAGES, TransportChoice};
@@ -263,16 +264,9 @@ async fn count_everything(config: &CheckConfig, report: &mut Report, wire: &mut 
 
 async fn count(config: &CheckConfig, wire: &mut Wire, method: &str, field: &str) -> Count {
     let mut count = Count::default();
-    let mut cursor: Option<String> = None;
-    loop {
-        if count.pages == config.max_pages {
-            return count;
-        }
-        let mut params = Map::new();
-        if let Some(cursor) = cursor.take() {
-            params.insert("cursor".into(), cursor.into());
-        }
-        let answer = match wire.request(method, params).await {
+    let mut pages = Pages::new(config.max_pages);
+    while let Some(cursor) = pages.next_page() {
+        let answer = match wire.request(method, with_cursor(Map::new(), cursor)).await {
             Ok(answer) => answer,
             Err(e) => {
                 count.error = Some(e.message().to_owned());
@@ -292,14 +286,10 @@ async fn count(config: &CheckConfig, wire: &mut Wire, method: &str, field: &str)
         }
         count.pages += 1;
         count.total += items;
-        match answer.pointer("/result/nextCursor").and_then(Value::as_str) {
-            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-            _ => {
-                count.complete = true;
-                return count;
-            }
-        }
+        pages.after(answer.get("result").unwrap_or(&Value::Null));
     }
+    count.complete = pages.complete();
+    count
 }
 
 fn error_text(error: &Value) -> String {

@@ -6,6 +6,7 @@ pub mod envelope;
 pub mod headers;
 pub mod listen;
 pub mod mrtr;
+pub mod paging;
 pub mod probe;
 pub mod state_token;
 pub mod tools;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use super::Gateway;
 use super::pool::Backend;
 use super::tool_cache::AnnotatedParams;
+use crate::era::paging::{Pages, with_cursor};
 use crate::era::tools::{MAX_LIST_PAGES, check_values, param_headers};
 use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::jsonrpc::message::IdKey;
@@ -38,8 +39,8 @@ pub async fn check(
 /// The child's tools' annotations (a tool whose annotations break the rules has none).
 async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
     let mut found = AnnotatedParams::new();
-    let mut cursor: Option<Value> = None;
-    for _ in 0..MAX_LIST_PAGES {
+    let mut pages = Pages::new(MAX_LIST_PAGES);
+    while let Some(cursor) = pages.next_page() {
         let mut params = Map::new();
         if backend.modern {
             params.insert(
@@ -47,9 +48,7 @@ async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
                 json!({META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}),
             );
         }
-        if let Some(cursor) = cursor.take() {
-            params.insert("cursor".into(), cursor);
-        }
+        let params = with_cursor(params, cursor);
         let Some(result) = ask(gateway, backend, "tools/list", params).await else {
             break;
         };
@@ -71,10 +70,7 @@ async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
                 found.insert(name.to_owned(), headers);
             }
         }
-        match result.get("nextCursor") {
-            Some(next) if !next.is_null() => cursor = Some(next.clone()),
-            _ => break,
-        }
+        pages.after(&result);
     }
     found
 }

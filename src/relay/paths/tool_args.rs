@@ -7,6 +7,7 @@ use http::HeaderMap;
 use serde_json::{Map, Value};
 
 use crate::era::envelope::request_line;
+use crate::era::paging::{Pages, with_cursor};
 use crate::era::tools::{MAX_LIST_PAGES, values};
 use crate::jsonrpc::message::IdKey;
 use crate::relay::call::{Aside, Outgoing, call};
@@ -29,13 +30,11 @@ pub fn envelope_only(params: Option<&Map<String, Value>>) -> Map<String, Value> 
 
 /// Reads every page of `tools/list` with `meta` as the envelope, learning the tools.
 pub async fn refresh(ctx: &Ctx, version: &str, meta: &Map<String, Value>) -> Result<(), Failure> {
-    let mut cursor: Option<Value> = None;
-    for _ in 0..MAX_LIST_PAGES {
+    let mut pages = Pages::new(MAX_LIST_PAGES);
+    while let Some(cursor) = pages.next_page() {
         let mut params = Map::new();
         params.insert("_meta".into(), Value::Object(meta.clone()));
-        if let Some(cursor) = cursor.take() {
-            params.insert("cursor".into(), cursor);
-        }
+        let params = with_cursor(params, cursor);
         let id_text = ctx.next_upstream_id("tools");
         let raw_id = serde_json::to_string(&id_text).expect("a string serializes");
         let headers = modern_headers(version, "tools/list", Some(&params))?;
@@ -56,12 +55,11 @@ pub async fn refresh(ctx: &Ctx, version: &str, meta: &Map<String, Value>) -> Res
             return Err(Failure::upstream("the upstream refused tools/list"));
         };
         ctx.tools.filter_result(result);
-        match result.get("nextCursor") {
-            Some(next @ Value::String(_)) => cursor = Some(next.clone()),
-            _ => return Ok(()),
-        }
+        pages.after(result);
     }
-    tracing::warn!(pages = MAX_LIST_PAGES, "stopped reading tools/list pages");
+    if !pages.complete() {
+        tracing::warn!(pages = MAX_LIST_PAGES, "stopped reading tools/list pages");
+    }
     Ok(())
 }
 
