@@ -23,38 +23,52 @@ pub mod signin;
 pub mod sse_server;
 pub mod stdio;
 
+/// Waits until `check` gives a value, asking again every few milliseconds; past
+/// `DEADLINE` the test fails with `what` and what `check` last said. The one polling loop
+/// of the suite: every wait on a condition goes through it.
+pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match check().await {
+            Ok(found) => return found,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "not within {DEADLINE:?}: {what}; last: {last}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Waits (with the deadline) until the text `log` returns contains `needle`.
 pub async fn wait_logged(log: impl Fn() -> String, needle: &str) {
-    let start = Instant::now();
-    while !log().contains(needle) {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "never logged {needle:?}; stderr:\n{}",
-            log()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(&format!("logged {needle:?}"), async || {
+        let text = log();
+        if text.contains(needle) {
+            Ok(())
+        } else {
+            Err(format!("stderr:\n{text}"))
+        }
+    })
+    .await
 }
 
 /// Waits (with the deadline) until `needles` occur in the text `log` returns at least `n`
 /// times between them.
 pub async fn wait_logged_count(log: impl Fn() -> String, needles: &[&str], n: usize) {
-    let start = Instant::now();
-    loop {
+    eventually(&format!("logged {needles:?} {n} times"), async || {
         let text = log();
         let seen: usize = needles
             .iter()
             .map(|needle| text.matches(needle).count())
             .sum();
         if seen >= n {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{seen} times; stderr:\n{text}"))
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "logged {needles:?} {seen} times, not {n}; stderr:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    })
+    .await
 }
 
 pub const DEADLINE: Duration = Duration::from_secs(15);

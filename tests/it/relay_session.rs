@@ -249,15 +249,7 @@ async fn server_requests_on_the_get_stream_reach_the_host_and_answers_go_back() 
 }
 
 pub async fn wait_for_stderr(relay: &Relay, needle: &str) {
-    let deadline = std::time::Instant::now() + DEADLINE;
-    while !relay.stderr().contains(needle) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "stderr never said {needle:?}:\n{}",
-            relay.stderr()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    crate::common::wait_logged(|| relay.stderr(), needle).await;
 }
 
 #[tokio::test]

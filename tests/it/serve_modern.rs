@@ -407,19 +407,19 @@ async fn a_question_while_no_call_runs_is_refused_to_the_child_saying_so() {
     let heard_after = |before: String| {
         let serve = &serve;
         async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            loop {
+            let heard = crate::common::eventually("the child records the reply", async || {
                 let heard = text_of(&serve.tool(2, "heard").await);
-                if heard != before || tokio::time::Instant::now() > deadline {
-                    let reply: Value = serde_json::from_str(&heard).expect(&heard);
-                    assert_eq!(reply["id"], "late");
-                    break reply["error"]["message"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+                (heard != before)
+                    .then_some(heard)
+                    .ok_or_else(|| before.clone())
+            })
+            .await;
+            let reply: Value = serde_json::from_str(&heard).expect(&heard);
+            assert_eq!(reply["id"], "late");
+            reply["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
         }
     };
     assert_eq!(text_of(&serve.tool(1, "ask-later").await), "will ask");

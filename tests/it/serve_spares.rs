@@ -7,20 +7,15 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::common::DEADLINE;
 use crate::common::serve::{Serve, alive, children_of, wait_dead};
+use crate::common::{DEADLINE, eventually};
 
 /// Waits (with the deadline) until `/metrics` shows `n` spares.
 async fn wait_spares(serve: &Serve, n: u64) {
-    let start = Instant::now();
-    while serve.gauge("mcp_stdio_spare_children").await != n {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "never {n} spares: {}",
-            serve.stderr()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for("spares", n, serve, || {
+        serve.gauge("mcp_stdio_spare_children")
+    })
+    .await;
 }
 
 /// The pids of the spares started so far, in order (from the log).
@@ -186,19 +181,13 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = u64>,
 {
-    let start = Instant::now();
-    loop {
+    eventually(&format!("{what} is {want}"), async || {
         let now = probe().await;
-        if now == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "{what}: {now}, never {want}: {}",
-            serve.stderr()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        (now == want)
+            .then_some(())
+            .ok_or_else(|| format!("{now}; stderr:\n{}", serve.stderr()))
+    })
+    .await
 }
 
 /// Opens a session on the config file's server `server`.
