@@ -232,6 +232,16 @@ impl Serve {
             .unwrap_or_else(|| panic!("no {name} in {}", metrics.body))
     }
 
+    /// Waits until `n` requests are with the children and not answered yet (the
+    /// `mcp_stdio_pending_requests` gauge): a call is in flight, not merely sent.
+    pub async fn wait_pending(&self, n: u64) {
+        super::eventually(&format!("{n} requests in flight"), async || {
+            let now = self.gauge("mcp_stdio_pending_requests").await;
+            (now == n).then_some(()).ok_or(format!("{now} in flight"))
+        })
+        .await
+    }
+
     pub async fn initialize(&self) -> String {
         let answer = self.send("POST", "/mcp", &[], &initialize_body()).await;
         assert_eq!(answer.status, 200, "{}", answer.body);

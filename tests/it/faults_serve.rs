@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::eventually;
 use crate::common::serve::*;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -39,18 +40,11 @@ impl Holdings {
 
     /// Waits until what `serve` holds is `expected` again.
     async fn wait_back_to(serve: &Serve, expected: Holdings) {
-        let start = Instant::now();
-        loop {
+        eventually(&format!("back to the baseline {expected:?}"), async || {
             let now = Holdings::of(serve).await;
-            if now == expected {
-                return;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "not back to the baseline: now {now:?}, baseline {expected:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (now == expected).then_some(()).ok_or(format!("{now:?}"))
+        })
+        .await
     }
 }
 
@@ -146,17 +140,20 @@ async fn churn_of_1000_sessions_returns_fds_tasks_and_children_to_baseline() {
     // sessions' children gone (a closed session's child takes its EOF grace to exit, so
     // the gauges settle before the kernel's child list does).
     let pid = serve.child.id().unwrap();
-    let start = Instant::now();
-    while serve.gauge("mcp_stdio_spare_children").await != 2
-        || serve.gauge("mcp_stdio_sessions").await != 0
-        || children_of(pid).len() != 2
-    {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the spares never came back, or the warm-up children never exited"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the spares are back and the warm-up children gone",
+        async || {
+            let spares = serve.gauge("mcp_stdio_spare_children").await;
+            let sessions = serve.gauge("mcp_stdio_sessions").await;
+            let children = children_of(pid).len();
+            (spares == 2 && sessions == 0 && children == 2)
+                .then_some(())
+                .ok_or(format!(
+                    "{spares} spares, {sessions} sessions, {children} children"
+                ))
+        },
+    )
+    .await;
     let baseline = Holdings::of(&serve).await;
     assert_eq!(baseline.children, 2, "{baseline:?}");
     churn(&serve, 1000).await;
@@ -227,14 +224,7 @@ async fn a_modern_client_that_disconnects_cancels_its_call_and_frees_it_at_once(
         Some("slow"),
     );
     let socket = raw_post(&serve, &headers, &body).await;
-    let start = Instant::now();
-    while serve.gauge("mcp_stdio_pending_requests").await != 1 {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the call never reached the child"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    serve.wait_pending(1).await;
     drop(socket);
     // Long before the 60 s call could end, nothing of it is left.
     Holdings::wait_back_to(&serve, baseline).await;

@@ -123,7 +123,7 @@ async fn requests_on_one_session_run_concurrently_and_a_reused_id_conflicts() {
     let session = serve.initialize().await;
     let slow = serve.call(&session, 1, "slow", json!({"ms": 1500}));
     let quick = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        serve.wait_pending(1).await;
         let echo = serve
             .call(&session, 2, "echo", json!({"text": "first"}))
             .await;
@@ -205,7 +205,7 @@ async fn a_crashed_child_fails_its_requests_and_ends_the_session() {
     let session = serve.initialize().await;
     let slow = serve.call(&session, 1, "slow", json!({"ms": 5000}));
     let crash = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        serve.wait_pending(1).await;
         serve.call(&session, 2, "crash", json!({})).await
     };
     let (slow, crash) = tokio::join!(slow, crash);
@@ -491,11 +491,13 @@ async fn the_request_bounds_answer_504_and_429() {
     assert!(silent.body.contains("--timeout-response"));
     // The first slow call is forgotten by the gateway but still runs in the child; a new
     // one fills the single slot, and a second is refused.
-    let (held, refused) =
-        tokio::join!(serve.call(&session, 2, "slow", json!({"ms": 250})), async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let (held, refused) = tokio::join!(
+        serve.call(&session, 2, "slow", json!({"ms": 700})),
+        async {
+            serve.wait_pending(1).await;
             serve.call(&session, 3, "echo", json!({})).await
-        });
+        }
+    );
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert!(refused.body.contains("--max-requests-per-session"));
     assert_eq!(held.status, 200);
