@@ -135,6 +135,7 @@ async fn proxy_credentials_go_in_proxy_authorization_and_nowhere_else() {
     }
     relay.close_stdin();
     relay.wait_exit().await;
+    relay.wait_stderr("host protocol era").await;
     assert!(
         !relay.stderr().contains("proxy-secret-1"),
         "{}",
@@ -172,6 +173,7 @@ async fn an_https_upstream_is_tunnelled_through_the_proxy_with_connect() {
             .contains("proxy-authorization: basic dhvubmvsdxnlcjp0dw5uzwwtc2vjcmv0"),
         "{head}"
     );
+    relay.wait_stderr("host protocol era").await;
     assert!(!relay.stderr().contains("tunnel-secret"));
 }
 

@@ -491,13 +491,11 @@ async fn the_request_bounds_answer_504_and_429() {
     assert!(silent.body.contains("--timeout-response"));
     // The first slow call is forgotten by the gateway but still runs in the child; a new
     // one fills the single slot, and a second is refused.
-    let (held, refused) = tokio::join!(
-        serve.call(&session, 2, "slow", json!({"ms": 700})),
-        async {
+    let (held, refused) =
+        tokio::join!(serve.call(&session, 2, "slow", json!({"ms": 700})), async {
             serve.wait_pending(1).await;
             serve.call(&session, 3, "echo", json!({})).await
-        }
-    );
+        });
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert!(refused.body.contains("--max-requests-per-session"));
     assert_eq!(held.status, 200);

@@ -341,6 +341,7 @@ async fn forged_ids_foreign_ids_and_forged_replica_headers_are_refused() {
     );
     // No secret of the cluster reaches a log.
     for replica in [a, b] {
+        replica.wait_stderr("serving as one replica").await;
         assert!(!replica.stderr().contains(KEY));
         assert!(!replica.stderr().contains("tok-cluster"));
     }
