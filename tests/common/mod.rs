@@ -1,9 +1,7 @@
 //! Test harness: a scriptable fake MCP upstream (axum on 127.0.0.1:0), the relay's command
 //! line on the one stdio driver (`stdio`), and the fakes of the other modes beside it
 //! (`serve`, `sse_server`, `modern`). Every wait has a deadline; nothing sleeps blind.
-#![allow(dead_code)]
 
-use std::convert::Infallible;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -549,8 +547,4 @@ pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
-}
-
-pub fn infallible<T>(t: T) -> Result<T, Infallible> {
-    Ok(t)
 }

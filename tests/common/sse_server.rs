@@ -32,7 +32,6 @@ struct State {
 }
 
 pub struct SseServer {
-    pub base: String,
     /// The SSE URL: what the relay is given.
     pub url: String,
     state: Arc<State>,
@@ -77,7 +76,6 @@ impl SseServer {
         *state.base.lock().unwrap() = base.clone();
         SseServer {
             url: format!("{base}/sse"),
-            base,
             state,
             task,
         }
@@ -98,17 +96,6 @@ impl SseServer {
             .collect()
     }
 
-    /// Headers of the POSTs so far.
-    pub fn post_headers(&self) -> Vec<HeaderMap> {
-        self.state
-            .posts
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(h, _)| h.clone())
-            .collect()
-    }
-
     pub fn set_post_to_sse(&self, status: u16) {
         *self.state.post_to_sse.lock().unwrap() = status;
     }
@@ -123,11 +110,6 @@ impl SseServer {
         if let Some(stream) = self.state.stream.lock().unwrap().take() {
             let _ = stream.send(None);
         }
-    }
-
-    /// Sends a message on the current stream.
-    pub fn send(&self, message: &Value) {
-        send(&self.state, message);
     }
 
     /// Waits until `check` holds over the POSTed bodies.
