@@ -167,8 +167,18 @@ pub struct ServeArgs {
     /// Accept only RFC 9068 access tokens (JOSE header typ at+jwt), for an authorization
     /// server that marks its access tokens so (Auth0's RFC 9068 profile, Duende, Curity,
     /// Ping, node oidc-provider). Without it, id_tokens are told apart by their claims.
-    #[arg(long, requires = "oauth_issuer")]
+    #[arg(
+        long,
+        requires = "oauth_issuer",
+        conflicts_with = "oauth_no_id_token_check"
+    )]
     oauth_require_at_jwt: bool,
+
+    /// Do not tell id_tokens from access tokens by their claims, only by explicit markers
+    /// (Keycloak's typ, Cognito's token_use): for a provider whose access tokens carry
+    /// id_token claims (Authentik). Only when --oauth-audience is no OpenID client's id.
+    #[arg(long, requires = "oauth_issuer")]
+    oauth_no_id_token_check: bool,
 
     /// Most introspection requests in flight at once; more wait their turn.
     #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=10_000))]
@@ -536,7 +546,13 @@ fn resource_server(
         leeway: args.oauth_leeway,
         refetch_interval: args.oauth_jwks_refetch,
         token_cache: args.oauth_token_cache as usize,
-        require_at_jwt: args.oauth_require_at_jwt,
+        kind_check: if args.oauth_require_at_jwt {
+            crate::serve::auth::KindCheck::AtJwt
+        } else if args.oauth_no_id_token_check {
+            crate::serve::auth::KindCheck::MarkersOnly
+        } else {
+            crate::serve::auth::KindCheck::Claims
+        },
         http: super::serve_oauth::authorization_server_http(),
     }))
 }

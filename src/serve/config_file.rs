@@ -360,7 +360,7 @@ pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
                 refetch_interval: inherited.map_or(Duration::from_secs(30), |r| r.refetch_interval),
                 token_cache: inherited.map_or(4096, |r| r.token_cache),
                 introspection: None,
-                require_at_jwt: inherited.is_some_and(|r| r.require_at_jwt),
+                kind_check: inherited.map(|r| r.kind_check).unwrap_or_default(),
                 http: crate::http::client::ClientOptions {
                     connect_timeout: Duration::from_secs(10),
                     read_timeout: Some(Duration::from_secs(30)),

@@ -578,7 +578,16 @@ async fn a_flood_of_made_up_opaque_tokens_is_bounded_at_the_provider() {
 async fn an_id_token_does_not_pass_as_an_access_token() {
     let key = SigningKey::generate("k1");
     let issuer = Issuer::start(&[&key]).await;
-    let serve = start(&issuer, &[]).await;
+    // No scope required: the case where nothing else would stop an id_token.
+    let no_scope = [
+        "--oauth-issuer",
+        issuer.url.as_str(),
+        "--oauth-audience",
+        AUDIENCE,
+        "--log-level",
+        "debug",
+    ];
+    let serve = Serve::start_with(&no_scope, &[fixture().as_str()], &[]).await;
     let access = key.sign(&issuer.claims("alice", AUDIENCE, SCOPE), None);
     // The channel works: a genuine access token is served.
     assert_eq!(
@@ -586,8 +595,10 @@ async fn an_id_token_does_not_pass_as_an_access_token() {
         whoami_modern(&serve, &access, 2).await
     );
     let id_token = |extra: serde_json::Value| {
+        // An id_token names no scope and no client_id.
         let mut claims = issuer.claims("mallory", AUDIENCE, SCOPE);
         claims.as_object_mut().unwrap().remove("client_id");
+        claims.as_object_mut().unwrap().remove("scope");
         for (k, v) in extra.as_object().unwrap() {
             claims[k] = v.clone();
         }
@@ -638,6 +649,23 @@ async fn an_id_token_does_not_pass_as_an_access_token() {
         !serve.stderr().contains("mallory"),
         "no id_token's subject got in"
     );
+
+    // Each of them passes without the check: proof the refusals above were that check.
+    let mut lenient_flags = no_scope.to_vec();
+    lenient_flags.push("--oauth-no-id-token-check");
+    let lenient = Serve::start_with(&lenient_flags, &[fixture().as_str()], &[]).await;
+    let heuristic_only = id_token(json!({"nonce": "n-2", "azp": AUDIENCE}));
+    assert!(!whoami_modern(&lenient, &heuristic_only, 5).await.is_empty());
+    let marked = id_token(json!({"typ": "ID"}));
+    let refused = lenient
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &bearer(&marked))],
+            &initialize_body(),
+        )
+        .await;
+    assert_eq!(refused.status, 401, "explicit markers still count");
 
     // With --oauth-require-at-jwt only RFC 9068 tokens pass.
     let strict = start(&issuer, &["--oauth-require-at-jwt"]).await;

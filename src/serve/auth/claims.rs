@@ -102,10 +102,9 @@ mod tests {
         assert!(
             crate::serve::auth::token_kind::not_an_access_token(
                 None,
-                &claims.signs,
-                claims.azp.as_deref(),
+                &claims,
                 "https://x",
-                false
+                crate::serve::auth::KindCheck::Claims
             )
             .is_some()
         );

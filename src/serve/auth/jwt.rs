@@ -12,7 +12,7 @@ use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 
 use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
-use super::token_kind::not_an_access_token;
+use super::token_kind::{KindCheck, not_an_access_token};
 use super::{Caller, Refused, ResourceServerConfig};
 use crate::serve::jwks::{Key, Keys, Missing};
 use crate::serve::remembered::{Remembered, digest};
@@ -36,8 +36,8 @@ pub struct Verifier {
     /// For tokens that are not JWTs, when `--introspection-url` is set.
     introspector: Option<Introspector>,
     audience: String,
-    /// `--oauth-require-at-jwt`.
-    require_at_jwt: bool,
+    /// `--oauth-require-at-jwt`, `--oauth-no-id-token-check`.
+    kind_check: KindCheck,
 }
 
 impl Verifier {
@@ -50,7 +50,7 @@ impl Verifier {
         Self {
             introspector,
             audience: config.audience.clone(),
-            require_at_jwt: config.require_at_jwt,
+            kind_check: config.kind_check,
             keys: Keys::new(
                 config.issuer,
                 "--oauth-issuer",
@@ -130,10 +130,9 @@ impl Verifier {
             signed_claims(token, header.alg, &keys, &self.validation).map_err(Refused::Invalid)?;
         if let Some(why) = not_an_access_token(
             header.typ.as_deref(),
-            &claims.signs,
-            claims.azp.as_deref(),
+            &claims,
             &self.issuer,
-            self.require_at_jwt,
+            self.kind_check,
         ) {
             tracing::info!(
                 why,

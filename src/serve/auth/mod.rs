@@ -11,6 +11,8 @@ mod introspect;
 pub mod jwt;
 mod token_kind;
 
+pub use token_kind::KindCheck;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,8 +42,9 @@ pub struct ResourceServerConfig {
     pub token_cache: usize,
     /// `--introspection-url`: where opaque tokens are checked (RFC 7662).
     pub introspection: Option<IntrospectionConfig>,
-    /// `--oauth-require-at-jwt`: only RFC 9068 tokens (header `typ: at+jwt`).
-    pub require_at_jwt: bool,
+    /// How an id_token is told from an access token (`--oauth-require-at-jwt`,
+    /// `--oauth-no-id-token-check`).
+    pub kind_check: KindCheck,
     pub http: crate::http::client::ClientOptions,
 }
 

@@ -10,11 +10,20 @@
 //! - `nonce` belongs to id_tokens (Keycloak before 24 also copied it into access tokens,
 //!   which its `typ: Bearer` vouches for);
 //! - an id_token's `azp` is the client it was issued to, which is also its only `aud`; an
-//!   access token's `azp` is the client, its `aud` the resource;
+//!   access token's `azp` is the client, its `aud` the resource (unless a client calls
+//!   itself, so a token that carries an access token's own claims — `scope`, `scp`,
+//!   `roles`, `client_id`, `cid` — is not judged by this shape);
 //! - Microsoft Entra access tokens always name their client (`azp` in v2, `appid` in v1),
-//!   its id_tokens never do.
+//!   its id_tokens never do (and for Entra this replaces the shape rule: an app
+//!   registration that is its own API gets tokens whose `azp` is their `aud`).
+//!
+//! A provider whose access tokens carry id_token claims anyway (Authentik copies the
+//! sign-in's `nonce`, and makes `aud` and `azp` the client) needs `--oauth-no-id-token-check`:
+//! only the explicit markers count then.
 
 use serde::Deserialize;
+
+use super::claims::Claims;
 use serde::de::IgnoredAny;
 
 /// The claims that tell an id_token from an access token.
@@ -28,12 +37,19 @@ pub struct Signs {
     s_hash: Option<IgnoredAny>,
     #[serde(default)]
     nonce: Option<IgnoredAny>,
-    /// Keycloak's token type (`Bearer`, `ID`, `Refresh`).
+    /// Keycloak's token type (`Bearer`, `ID`, `Refresh`); any JSON, since another
+    /// provider's claim of that name may not be text.
     #[serde(default)]
-    typ: Option<String>,
+    typ: Option<serde_json::Value>,
     /// Amazon Cognito's token type (`access`, `id`).
     #[serde(default)]
-    token_use: Option<String>,
+    token_use: Option<serde_json::Value>,
+    /// Claims only access tokens carry (besides `scope`, `scp` and `client_id`, which
+    /// `Claims` reads itself).
+    #[serde(default)]
+    roles: Option<IgnoredAny>,
+    #[serde(default)]
+    cid: Option<IgnoredAny>,
     #[serde(default)]
     appid: Option<IgnoredAny>,
     #[serde(default)]
@@ -73,52 +89,81 @@ fn is_entra(issuer: &str) -> bool {
     ) || host.ends_with(".ciamlogin.com")
 }
 
-/// Why the token is not an access token, if it is not. `header_typ` is the JOSE header's
-/// `typ`, `azp` the token's (read with the claims, so not among `signs`);
-/// `require_at_jwt` is `--oauth-require-at-jwt`.
+/// How tokens are told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KindCheck {
+    /// RFC 9068's `typ`, else the claims (the default).
+    #[default]
+    Claims,
+    /// `--oauth-require-at-jwt`: RFC 9068's `typ` only.
+    AtJwt,
+    /// `--oauth-no-id-token-check`: only explicit markers (`typ`, Keycloak's `typ`
+    /// claim, Cognito's `token_use`).
+    MarkersOnly,
+}
+
+/// Why the token with these `claims` is not an access token, if it is not. `header_typ`
+/// is the JOSE header's `typ`.
 pub fn not_an_access_token(
     header_typ: Option<&str>,
-    signs: &Signs,
-    azp: Option<&str>,
+    claims: &Claims,
     issuer: &str,
-    require_at_jwt: bool,
+    check: KindCheck,
 ) -> Option<&'static str> {
+    let signs = &claims.signs;
+    let azp = claims.azp.as_deref();
     let at_jwt = header_typ.is_some_and(|typ| {
         typ.eq_ignore_ascii_case("at+jwt") || typ.eq_ignore_ascii_case("application/at+jwt")
     });
     if at_jwt {
         return None;
     }
-    if require_at_jwt {
+    if check == KindCheck::AtJwt {
         return Some("its header's typ is not at+jwt (--oauth-require-at-jwt)");
     }
-    if signs.at_hash.is_some() || signs.c_hash.is_some() || signs.s_hash.is_some() {
-        return Some("it carries at_hash, c_hash or s_hash, which only id_tokens carry");
-    }
+    let text = |claim: &Option<serde_json::Value>| {
+        claim
+            .as_ref()
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_ascii_lowercase)
+    };
     // Keycloak's `typ` and Cognito's `token_use` say what the token is; other values of
     // claims with these names say nothing here.
-    match signs.typ.as_deref().map(str::to_ascii_lowercase).as_deref() {
+    match text(&signs.typ).as_deref() {
         Some("bearer") => return None,
         Some("id" | "refresh" | "logout") => {
             return Some("its typ claim says it is not an access token");
         }
         _ => {}
     }
-    match signs.token_use.as_deref() {
+    match text(&signs.token_use).as_deref() {
         Some("access") => return None,
         Some("id") => return Some("its token_use is id"),
         _ => {}
     }
+    if check == KindCheck::MarkersOnly {
+        return None;
+    }
+    if signs.at_hash.is_some() || signs.c_hash.is_some() || signs.s_hash.is_some() {
+        return Some("it carries at_hash, c_hash or s_hash, which only id_tokens carry");
+    }
     if signs.nonce.is_some() {
         return Some("it carries a nonce, which belongs to id_tokens");
     }
-    if let (Some(azp), Some(aud)) = (azp, signs.aud.as_ref().and_then(Audience::only))
+    if is_entra(issuer) {
+        return (azp.is_none() && signs.appid.is_none())
+            .then_some("it names no client (azp or appid), as every Entra access token does");
+    }
+    let access_claims = claims.scope.is_some()
+        || claims.scp.is_some()
+        || claims.client_id.is_some()
+        || signs.roles.is_some()
+        || signs.cid.is_some();
+    if !access_claims
+        && let (Some(azp), Some(aud)) = (azp, signs.aud.as_ref().and_then(Audience::only))
         && azp == aud
     {
         return Some("its azp is its only audience, the shape of an id_token");
-    }
-    if is_entra(issuer) && azp.is_none() && signs.appid.is_none() {
-        return Some("it names no client (azp or appid), as every Entra access token does");
     }
     None
 }
@@ -127,14 +172,19 @@ pub fn not_an_access_token(
 mod tests {
     use super::*;
 
+    /// The claims as the verifier reads them (with the `sub` and `exp` it requires).
+    fn read(mut claims: serde_json::Value) -> Claims {
+        claims["sub"] = "s".into();
+        claims["exp"] = 1.into();
+        serde_json::from_value(claims).unwrap()
+    }
+
     fn check(
         header_typ: Option<&str>,
         claims: serde_json::Value,
         issuer: &str,
     ) -> Option<&'static str> {
-        let azp = claims["azp"].as_str();
-        let signs: Signs = serde_json::from_value(claims.clone()).unwrap();
-        not_an_access_token(header_typ, &signs, azp, issuer, false)
+        not_an_access_token(header_typ, &read(claims), issuer, KindCheck::Claims)
     }
 
     const GENERIC: &str = "https://login.example.com";
@@ -253,6 +303,27 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_is_its_own_api_and_markers_only_mode() {
+        // Entra v2: one app registration as client and API: azp is aud.
+        let entra_self = serde_json::json!({"aud": "1111-app", "azp": "1111-app", "azpacr": "1", "scp": "Mcp.Use"});
+        assert_eq!(check(Some("JWT"), entra_self, ENTRA), None);
+        // Elsewhere a token with an access token's claims is not judged by the shape.
+        let scoped = serde_json::json!({"aud": "web", "azp": "web", "scope": "openid mcp"});
+        assert_eq!(check(Some("JWT"), scoped, GENERIC), None);
+        // Authentik: its access tokens carry the nonce, and aud = azp = the client.
+        let authentik = read(serde_json::json!({"aud": "c", "azp": "c", "nonce": "n"}));
+        let markers_only =
+            |claims: &Claims| not_an_access_token(None, claims, GENERIC, KindCheck::MarkersOnly);
+        assert!(not_an_access_token(None, &authentik, GENERIC, KindCheck::Claims).is_some());
+        assert_eq!(markers_only(&authentik), None);
+        // The explicit markers still count.
+        assert!(markers_only(&read(serde_json::json!({"typ": "ID"}))).is_some());
+        // A typ claim that is not text is no marker and no error.
+        let odd = serde_json::json!({"typ": 7, "token_use": ["x"]});
+        assert_eq!(check(None, odd, GENERIC), None);
+    }
+
+    #[test]
     fn unknown_values_of_typ_and_token_use_say_nothing() {
         let nonce = serde_json::json!({"aud": "api", "typ": "at+jwt", "nonce": "n"});
         assert!(
@@ -267,12 +338,10 @@ mod tests {
 
     #[test]
     fn require_at_jwt_accepts_only_rfc_9068_tokens() {
-        let signs: Signs = serde_json::from_value(serde_json::json!({"aud": "api"})).unwrap();
-        assert!(not_an_access_token(Some("JWT"), &signs, None, GENERIC, true).is_some());
-        assert!(not_an_access_token(None, &signs, None, GENERIC, true).is_some());
-        assert_eq!(
-            not_an_access_token(Some("at+JWT"), &signs, None, GENERIC, true),
-            None
-        );
+        let claims = read(serde_json::json!({"aud": "api"}));
+        let strict = |typ| not_an_access_token(typ, &claims, GENERIC, KindCheck::AtJwt);
+        assert!(strict(Some("JWT")).is_some());
+        assert!(strict(None).is_some());
+        assert_eq!(strict(Some("at+JWT")), None);
     }
 }
