@@ -80,6 +80,16 @@ impl ClusterKey {
         })
     }
 
+    /// A key of this process's own, never written anywhere: for what one `serve` seals
+    /// for itself (a sign-in's state), which no other process needs to open.
+    pub fn random() -> Self {
+        let secret = crate::oauth::pkce::random_token(48);
+        ClusterKey {
+            current: secret.expose().as_bytes().to_vec(),
+            previous: None,
+        }
+    }
+
     /// The sealer for one purpose (e.g. `session-id`, `request-state`).
     pub fn sealer(&self, purpose: &'static str) -> Sealer {
         Sealer {

@@ -91,19 +91,11 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "DOMAIN")]
     allow_domain: Vec<String>,
 
-    /// Most sign-ins waiting at the identity provider (each is remembered ten minutes);
-    /// when full, a new sign-in is refused, never a waiting one dropped.
-    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    login_max_pending: u64,
-
-    /// Most sign-ins waiting at the identity provider for one registered client.
-    #[arg(long, value_name = "N", default_value = "250", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    login_max_pending_per_client: u64,
-
-    /// Most sign-ins waiting at the identity provider from one address (an IPv6 /64;
-    /// behind --trusted-proxy, the address it forwarded for).
-    #[arg(long, value_name = "N", default_value = "20", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    login_max_pending_per_peer: u64,
+    /// No longer used: a sign-in waiting at the identity provider is sealed into its
+    /// state, not kept here, so there is nothing to bound. Accepted so that existing
+    /// command lines still start.
+    #[arg(long, value_name = "N", hide = true)]
+    login_max_pending: Option<u64>,
 
     /// Most registered clients; the oldest one without a live grant makes room for a new
     /// one, and when every client is in use a registration is refused (503).
@@ -307,6 +299,11 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
     let issuer = crate::oauth::wellknown::checked(raw, "--login-oidc").map_err(|e| {
         format!("{e}; give the provider's issuer URL, e.g. https://login.example.com/realms/team")
     })?;
+    if args.login_max_pending.is_some() {
+        tracing::warn!(
+            "--login-max-pending is no longer needed and is ignored: a sign-in waiting at the identity provider is sealed into its state, not kept here"
+        );
+    }
     let claim = args.principal_claim.trim();
     if claim.is_empty() || !claim.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!(
@@ -343,11 +340,6 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
         principal_claim_verified: args.principal_claim_verified,
         allowed_users: args.allow_user.clone(),
         allowed_domains: args.allow_domain.clone(),
-        max_pending: crate::serve::authserver::login::PendingLimits {
-            total: args.login_max_pending as usize,
-            per_client: args.login_max_pending_per_client as usize,
-            per_peer: args.login_max_pending_per_peer as usize,
-        },
         http: authorization_server_http(),
     }))
 }

@@ -11,7 +11,6 @@ use super::AuthServer;
 use super::authorization::Authorization;
 use super::form::Params;
 use super::issuer::Issuer;
-use super::login::{NotStarted, Origin};
 use super::register::ClientRecord;
 use super::reply::{self, Reply};
 use super::store::Code;
@@ -34,8 +33,6 @@ enum Invalid {
 pub struct Context<'a> {
     pub headers: &'a HeaderMap,
     pub trusted_peer: bool,
-    /// The browser's address (a `--trusted-proxy`'s `X-Forwarded-For` believed).
-    pub client_address: std::net::IpAddr,
     pub issuer: &'a Issuer,
 }
 
@@ -47,16 +44,12 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
     if let Some(login) = &server.login {
         // Users sign in at the OpenID provider first; the consent page comes after.
         let query = String::from_utf8_lossy(query);
-        let origin = Origin {
-            client_id: &request.client_id,
-            peer: cx.client_address,
-        };
         return match login
-            .start(&query, &cx.issuer.endpoint("login-callback"), &origin)
+            .start(&query, &cx.issuer.endpoint("login-callback"))
             .await
         {
             Ok(location) => reply::redirect(&location),
-            Err(NotStarted::Unreachable(why)) => {
+            Err(why) => {
                 tracing::warn!(reason = %why, "cannot send the user to the identity provider");
                 refuse(
                     back(
@@ -66,9 +59,6 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
                     ),
                     cx.issuer,
                 )
-            }
-            Err(NotStarted::Full(why)) => {
-                refuse(back(&request, "temporarily_unavailable", why), cx.issuer)
             }
         };
     }

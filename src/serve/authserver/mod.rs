@@ -87,8 +87,6 @@ pub struct Request<'a> {
     pub body: Bytes,
     /// Whether the peer is a `--trusted-proxy` (its user header is believed).
     pub trusted_peer: bool,
-    /// The browser's address (behind a `--trusted-proxy`, the one it forwarded for).
-    pub client_address: std::net::IpAddr,
     pub issuer: Issuer,
 }
 
@@ -232,7 +230,6 @@ impl AuthServer {
         let cx = authorize::Context {
             headers: request.headers,
             trusted_peer: request.trusted_peer,
-            client_address: request.client_address,
             issuer: &request.issuer,
         };
         match endpoint {

@@ -128,6 +128,8 @@ impl Cluster {
 
     /// Whether an introduction may come from `address` (`--cluster-peers`).
     pub fn accepts_peer(&self, address: std::net::IpAddr) -> bool {
+        // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d.
+        let address = address.to_canonical();
         self.peer_networks.is_empty() || self.peer_networks.iter().any(|n| n.contains(&address))
     }
 

@@ -196,10 +196,6 @@ pub async fn authorization_server(
         query: parts.uri.query().unwrap_or(""),
         body,
         trusted_peer: gateway.config.guards.trusts(peer.ip()),
-        client_address: gateway
-            .config
-            .guards
-            .client_address(peer.ip(), &parts.headers),
         issuer,
     };
     server.serve(endpoint, request).await

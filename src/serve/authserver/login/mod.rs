@@ -1,26 +1,25 @@
 //! `--login-oidc`: the embedded server signs users in at the organisation's OpenID
 //! provider. `/authorize` with no user sends the browser there (code flow with PKCE, a
-//! nonce and a state remembered here for ten minutes); the provider sends it back to
+//! nonce, and a state good for ten minutes); the provider sends it back to
 //! `/login-callback`, where the code is exchanged (as a confidential client), the id_token
 //! verified (`id_token.rs`), the principal taken from `--principal-claim` and checked
 //! against `--allow-user` / `--allow-domain`, and the consent page shown for the original
-//! request. Among replicas the pending sign-in is not remembered but sealed into the
-//! `state` itself (cluster key), so the provider may send the browser back to any replica.
+//! request. The pending sign-in is not remembered here but sealed into the `state` itself:
+//! with the cluster key among replicas (the provider may send the browser back to any of
+//! them), with a key of the process's own otherwise. So there is no table of pending
+//! sign-ins for anyone to fill or flush, and nothing to bound.
 
 pub mod claims;
 mod id_token;
-mod pending;
 mod provider;
-
-pub use pending::Limits as PendingLimits;
 
 use std::time::Duration;
 
 use url::Url;
 
 use super::form::Params;
+use crate::cluster_key::{ClusterKey, Sealer};
 use crate::secret::Secret;
-use crate::serve::remembered::digest;
 
 /// How long a browser may take at the provider.
 const PENDING_FOR: Duration = Duration::from_secs(600);
@@ -42,28 +41,10 @@ pub struct LoginConfig {
     pub allowed_users: Vec<String>,
     /// `--allow-domain`: only users whose verified `email` is in one of these domains.
     pub allowed_domains: Vec<String>,
-    /// `--login-max-pending` (and per client, per peer): sign-ins waiting at the provider.
-    pub max_pending: pending::Limits,
     pub http: crate::http::client::ClientOptions,
 }
 
-/// Who starts a sign-in: the registered client and the address it came from.
-pub struct Origin<'a> {
-    pub client_id: &'a str,
-    pub peer: std::net::IpAddr,
-}
-
-/// Why a sign-in could not be sent to the provider.
-#[derive(Debug)]
-pub enum NotStarted {
-    /// The provider's metadata cannot be had.
-    Unreachable(String),
-    /// A bound on waiting sign-ins is met (what to tell the user).
-    Full(String),
-}
-
 /// A sign-in sent to the provider and not back yet.
-#[derive(Clone)]
 struct Pending {
     /// The original `/authorize` query, replayed when the user is back.
     query: String,
@@ -71,7 +52,7 @@ struct Pending {
     verifier: Secret,
 }
 
-/// A pending sign-in as sealed into its `state` (among replicas).
+/// A pending sign-in as sealed into its `state`.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Sealed {
     query: String,
@@ -85,9 +66,8 @@ pub struct OidcLogin {
     config: LoginConfig,
     provider: provider::Provider,
     verifier: id_token::Verifier,
-    pending: pending::PendingSignIns<Pending>,
-    /// Among replicas: pending sign-ins travel sealed in their `state`.
-    sealer: Option<crate::cluster_key::Sealer>,
+    /// Seals pending sign-ins into their `state`.
+    sealer: Sealer,
 }
 
 fn unix_now() -> u64 {
@@ -98,46 +78,31 @@ fn unix_now() -> u64 {
 }
 
 impl OidcLogin {
-    pub fn new(config: LoginConfig, sealer: Option<crate::cluster_key::Sealer>) -> Self {
+    /// `cluster` seals among replicas; a single server seals with a key of its own.
+    pub fn new(config: LoginConfig, cluster: Option<Sealer>) -> Self {
         OidcLogin {
             provider: provider::Provider::new(config.issuer.clone(), config.http.clone()),
             verifier: id_token::Verifier::new(&config),
-            pending: pending::PendingSignIns::new(config.max_pending),
-            sealer,
+            sealer: cluster.unwrap_or_else(|| ClusterKey::random().sealer("login-state")),
             config,
         }
     }
 
-    /// Keeps a pending sign-in; returns the `state` that finds it again, or the bound it
-    /// met.
-    fn remember(&self, pending: Pending, origin: &Origin<'_>) -> Result<String, pending::Full> {
-        if let Some(sealer) = &self.sealer {
-            let sealed = Sealed {
-                query: pending.query,
-                nonce: pending.nonce,
-                verifier: pending.verifier.expose().to_owned(),
-                until: unix_now() + PENDING_FOR.as_secs(),
-            };
-            // Nothing is kept, so there is nothing to flush.
-            return Ok(sealer.seal(&serde_json::to_vec(&sealed).expect("plain fields serialize")));
-        }
-        let state = super::random_token();
-        self.pending.insert(
-            digest(&state),
-            pending,
-            origin.client_id,
-            origin.peer,
-            PENDING_FOR,
-        )?;
-        Ok(state)
+    /// The `state` that carries a pending sign-in.
+    fn remember(&self, pending: Pending) -> String {
+        let sealed = Sealed {
+            query: pending.query,
+            nonce: pending.nonce,
+            verifier: pending.verifier.expose().to_owned(),
+            until: unix_now() + PENDING_FOR.as_secs(),
+        };
+        self.sealer
+            .seal(&serde_json::to_vec(&sealed).expect("plain fields serialize"))
     }
 
-    /// The pending sign-in a `state` names, if it is ours and not over.
+    /// The pending sign-in a `state` carries, if it is ours and not over.
     fn recall(&self, state: &str) -> Option<Pending> {
-        let Some(sealer) = &self.sealer else {
-            return self.pending.take(&digest(state));
-        };
-        let sealed: Sealed = serde_json::from_slice(&sealer.open(state)?).ok()?;
+        let sealed: Sealed = serde_json::from_slice(&self.sealer.open(state)?).ok()?;
         (unix_now() <= sealed.until).then(|| Pending {
             query: sealed.query,
             nonce: sealed.nonce,
@@ -146,17 +111,8 @@ impl OidcLogin {
     }
 
     /// Where to send the browser to sign in, for the `/authorize` request `query`.
-    pub async fn start(
-        &self,
-        query: &str,
-        callback: &str,
-        origin: &Origin<'_>,
-    ) -> Result<String, NotStarted> {
-        let endpoints = self
-            .provider
-            .endpoints()
-            .await
-            .map_err(NotStarted::Unreachable)?;
+    pub async fn start(&self, query: &str, callback: &str) -> Result<String, String> {
+        let endpoints = self.provider.endpoints().await?;
         let nonce = super::random_token();
         let pkce = crate::oauth::pkce::Pkce::generate();
         let pending = Pending {
@@ -164,16 +120,7 @@ impl OidcLogin {
             nonce: nonce.clone(),
             verifier: pkce.verifier,
         };
-        let state = self.remember(pending, origin).map_err(|full| {
-            tracing::warn!(
-                client_id = origin.client_id,
-                peer = %origin.peer,
-                outcome = full.outcome(),
-                "sign-in refused: {}",
-                full.describe(self.pending.limits())
-            );
-            NotStarted::Full(full.describe(self.pending.limits()))
-        })?;
+        let state = self.remember(pending);
         let mut url = endpoints.authorization.clone();
         let scope =
             if self.config.allowed_domains.is_empty() && self.config.principal_claim == "sub" {
@@ -345,11 +292,6 @@ mod tests {
             principal_claim_verified: false,
             allowed_users: Vec::new(),
             allowed_domains: Vec::new(),
-            max_pending: pending::Limits {
-                total: 10,
-                per_client: 10,
-                per_peer: 10,
-            },
             http: crate::http::client::ClientOptions {
                 connect_timeout: Duration::from_secs(1),
                 read_timeout: None,
@@ -368,19 +310,12 @@ mod tests {
         }
     }
 
-    fn origin() -> Origin<'static> {
-        Origin {
-            client_id: "c",
-            peer: std::net::Ipv4Addr::LOCALHOST.into(),
-        }
-    }
-
     const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-AAAA";
 
     #[test]
     fn among_replicas_a_pending_sign_in_travels_sealed_in_its_state() {
         let (here, there) = (login(Some(KEY)), login(Some(KEY)));
-        let state = here.remember(pending(), &origin()).unwrap();
+        let state = here.remember(pending());
         assert!(
             !state.contains("the-pkce-verifier") && !state.contains("client_id"),
             "the state is opaque"
@@ -397,14 +332,19 @@ mod tests {
     }
 
     #[test]
-    fn a_single_server_remembers_a_sign_in_once() {
+    fn a_single_server_seals_with_a_key_of_its_own_and_keeps_nothing() {
         let alone = login(None);
-        let state = alone.remember(pending(), &origin()).unwrap();
+        let states: Vec<String> = (0..2000).map(|_| alone.remember(pending())).collect();
         assert!(
-            login(None).recall(&state).is_none(),
+            login(None).recall(&states[0]).is_none(),
             "only the process that started it"
         );
-        assert!(alone.recall(&state).is_some());
-        assert!(alone.recall(&state).is_none(), "once");
+        // However many were started, the first still comes back: nothing was evicted.
+        assert!(alone.recall(&states[0]).is_some());
+        assert!(alone.recall(&states[1999]).is_some());
+        assert!(
+            !states[0].contains("the-pkce-verifier"),
+            "the state is opaque"
+        );
     }
 }
