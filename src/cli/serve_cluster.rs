@@ -33,11 +33,11 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = positive_seconds, allow_hyphen_values = true)]
     peer_timeout: Duration,
 
-    /// Introductions (forwarded requests) remembered at once so that a captured one is
-    /// refused if sent again; each is remembered 11 seconds. Beyond it a forwarded request
-    /// gets 503.
-    #[arg(long, value_name = "N", default_value = "100000", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    peer_replay_cache: u64,
+    /// Replicas (each start counts as one) whose forwarded requests are numbered and
+    /// remembered so that a captured one is refused if sent again; one silent for 11
+    /// seconds is forgotten. Beyond it a forwarded request from a new replica gets 503.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    peer_max_senders: u64,
 
     /// Accept forwarded requests (the mcp-stdio-peer header) only from these addresses,
     /// e.g. the pod network 10.0.0.0/8. Repeatable; without it, from anywhere.
@@ -50,6 +50,14 @@ pub fn cluster_config(args: &ClusterArgs) -> Result<Option<ClusterConfig>, Strin
     let (Some(path), Some(advertise)) = (&args.cluster_key_file, &args.advertise_url) else {
         return Ok(None);
     };
+    // An introduction is made before the connection; it must still be young on arrival.
+    if args.peer_timeout >= crate::serve::cluster::INTRODUCTION_LIFETIME {
+        return Err(format!(
+            "--peer-timeout {} s: a forwarded request's introduction lives {} s and is made before connecting; give less, e.g. 3",
+            args.peer_timeout.as_secs_f64(),
+            crate::serve::cluster::INTRODUCTION_LIFETIME.as_secs()
+        ));
+    }
     let key = ClusterKey::load(path)?;
     let peers = args
         .cluster_peers
@@ -67,7 +75,7 @@ pub fn cluster_config(args: &ClusterArgs) -> Result<Option<ClusterConfig>, Strin
         advertise: advertise_url(advertise)?,
         peer_max_connections: args.peer_max_connections as usize,
         peer_timeout: args.peer_timeout,
-        peer_replay_cache: args.peer_replay_cache as usize,
+        peer_max_senders: args.peer_max_senders as usize,
         peers,
     }))
 }

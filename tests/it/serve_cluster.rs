@@ -632,6 +632,17 @@ fn cluster_flags_are_checked_at_startup() {
             ],
             "--oauth-store postgres://",
         ),
+        (
+            vec![
+                "--cluster-key-file",
+                &good,
+                "--advertise-url",
+                advertise,
+                "--peer-timeout",
+                "5",
+            ],
+            "introduction lives 5 s",
+        ),
     ] {
         let mut full = vec!["serve"];
         full.extend(args);
@@ -725,8 +736,8 @@ async fn a_captured_introduction_cannot_be_replayed() {
 }
 
 /// `--cluster-peers` limits where forwarded requests are accepted from, and
-/// `--peer-replay-cache` bounds the nonces remembered (beyond it: 503, not a forgotten
-/// nonce).
+/// `--peer-max-senders` bounds the replicas whose numbering is remembered (beyond it: 503
+/// for a new one, never a forgotten number); one replica forwarding a lot stays one.
 #[tokio::test]
 async fn introductions_come_only_from_cluster_peers_and_their_memory_is_bounded() {
     let (_dir, key_path) = key_file(KEY);
@@ -741,13 +752,14 @@ async fn introductions_come_only_from_cluster_peers_and_their_memory_is_bounded(
     b.wait_stderr("from outside --cluster-peers").await;
 
     let a = replica(&key_path, &["--cluster-peers", "127.0.0.0/8", "::1"]).await;
-    let b = replica(&key_path, &["--peer-replay-cache", "1"]).await;
+    let b = replica(&key_path, &["--peer-max-senders", "1"]).await;
+    let c = replica(&key_path, &[]).await;
     let session = b.initialize().await;
-    assert_eq!(
-        text(&a.call(&session, 3, "echo", json!({"text": "in"})).await),
-        "in"
-    );
-    let full = a.call(&session, 4, "echo", json!({})).await;
+    for id in 3..53 {
+        let echoed = a.call(&session, id, "echo", json!({"text": "in"})).await;
+        assert_eq!(text(&echoed), "in", "one sender, many forwards");
+    }
+    let full = c.call(&session, 60, "echo", json!({})).await;
     assert_eq!(full.status, 503, "{}", full.body);
-    assert!(full.body.contains("--peer-replay-cache"), "{}", full.body);
+    assert!(full.body.contains("--peer-max-senders"), "{}", full.body);
 }

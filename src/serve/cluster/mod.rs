@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::cluster_key::{ClusterKey, Sealer};
 pub use forward::{Failure, Forwarder};
-pub use peer::{Bound, Introduction, PEER_HEADER, Refused};
+pub use peer::{Bound, Introduction, MAX_AGE as INTRODUCTION_LIFETIME, PEER_HEADER, Refused};
 
 /// What `cli` validated for cluster mode.
 #[derive(Debug, Clone)]
@@ -29,8 +29,9 @@ pub struct ClusterConfig {
     /// `--peer-timeout`: how long connecting to another replica may take; its answer's
     /// head may take `--timeout-response` on top.
     pub peer_timeout: Duration,
-    /// `--peer-replay-cache`: introductions remembered to refuse a replay.
-    pub peer_replay_cache: usize,
+    /// `--peer-max-senders`: replicas (sender identities) whose introductions are
+    /// remembered to refuse a replay.
+    pub peer_max_senders: usize,
     /// `--cluster-peers`: where introductions are accepted from (empty: anywhere).
     pub peers: Vec<ipnet::IpNet>,
 }
@@ -44,7 +45,7 @@ impl ClusterConfig {
             advertise: advertise_url(advertise)?,
             peer_max_connections: 256,
             peer_timeout: Duration::from_secs(3),
-            peer_replay_cache: 100_000,
+            peer_max_senders: 1024,
             peers: Vec::new(),
         })
     }
@@ -63,8 +64,10 @@ pub struct Cluster {
     session_max_age: Duration,
     sessions: Sealer,
     peers: Sealer,
-    /// Nonces of the introductions accepted in the last seconds.
+    /// Which introductions from each other replica were accepted.
     replays: replay::Replays,
+    /// How this replica numbers the introductions it sends.
+    sequences: replay::Sequences,
     /// `--cluster-peers`.
     peer_networks: Vec<ipnet::IpNet>,
     pub forwarder: Forwarder,
@@ -89,7 +92,8 @@ impl Cluster {
             session_max_age,
             sessions: config.key.sealer("session-id"),
             peers: config.key.sealer("peer-introduction"),
-            replays: replay::Replays::new(config.peer_replay_cache, peer::MAX_AGE),
+            replays: replay::Replays::new(config.peer_max_senders, peer::MAX_AGE),
+            sequences: replay::Sequences::new(),
             peer_networks: config.peers.clone(),
             forwarder: Forwarder::new(config, response_timeout),
         }

@@ -1,11 +1,11 @@
 //! The introduction a replica sends with a request it forwards (`mcp-stdio-peer`): sealed
 //! with the cluster key, it says who the caller is (the forwarding replica already checked
-//! the bearer, so the owner neither needs nor sees it), when it was made, a random nonce,
-//! and exactly which request it is for: the replica it is sent to, the method, the path
-//! and query, the session, `Last-Event-ID` and a digest of the body. The owner accepts a
-//! nonce once (`replay.rs`) and only for a few seconds, so a header captured on the
-//! replica hop cannot be reused: not again, not for another request, not at another
-//! replica, not later.
+//! the bearer, so the owner neither needs nor sees it), when it was made, its number in
+//! the sender's count, and exactly which request it is for: the replica it is sent to, the
+//! method, the path and query, the session, `Last-Event-ID` and a digest of the body. The
+//! owner accepts a number once (`replay.rs`) and only for a few seconds, so a header
+//! captured on the replica hop cannot be reused: not again, not for another request, not at
+//! another replica, not later.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -57,9 +57,9 @@ impl Introduction {
 pub enum Refused {
     /// Forged, foreign, malformed, made for another request, or too old (for the log).
     Invalid(&'static str),
-    /// Its nonce was seen before: a captured header sent again.
+    /// Its number was seen before: a captured header sent again.
     Replayed,
-    /// `--peer-replay-cache` introductions are remembered; this one cannot be.
+    /// `--peer-max-senders` replicas are remembered; this new one cannot be.
     Busy(usize),
 }
 
@@ -84,11 +84,11 @@ impl Cluster {
         body: &[u8],
         principal: Option<&str>,
     ) -> HeaderValue {
-        let nonce = crate::oauth::pkce::random_token(16);
+        let stamp = self.sequences.stamp(bound.to);
         let plain = format!(
             "{VERSION}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
             unix_now(),
-            nonce.expose(),
+            stamp,
             bound.to,
             bound.method,
             bound.path_and_query,
@@ -119,7 +119,7 @@ impl Cluster {
         let [
             version,
             at,
-            nonce,
+            stamp,
             to,
             method,
             target,
@@ -159,11 +159,12 @@ impl Cluster {
                     .to_owned(),
             ),
         };
-        // Last, so that nothing invalid fills the memory of nonces.
-        match self.replays.first_use(nonce) {
+        // Last, so that nothing invalid is recorded.
+        match self.replays.first_use(stamp) {
             FirstUse::Yes => {}
             FirstUse::Seen => return Err(Refused::Replayed),
             FirstUse::Full(max) => return Err(Refused::Busy(max)),
+            FirstUse::Malformed => return Err(Refused::Invalid("malformed")),
         }
         Ok(Introduction {
             principal,
@@ -317,7 +318,7 @@ mod tests {
             |plain: String| HeaderValue::from_str(&owner.peers.seal(plain.as_bytes())).unwrap();
         let made_at = |at: u64| {
             seal(format!(
-                "{VERSION}\n{at}\nnonce-{at}\n{OWNER}\nPOST\n/mcp\n-\n-\n{}\n-",
+                "{VERSION}\n{at}\ntest.{at}\n{OWNER}\nPOST\n/mcp\n-\n-\n{}\n-",
                 digest(b"")
             ))
         };

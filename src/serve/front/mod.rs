@@ -246,13 +246,13 @@ fn introduction(
             Err(forbidden())
         }
         Err(Refused::Busy(max)) => {
-            tracing::warn!(%peer, max, "refused a forwarded request: --peer-replay-cache is full");
+            tracing::warn!(%peer, max, "refused a forwarded request from a new replica: --peer-max-senders replicas are remembered");
             let mut busy = json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "null",
                 INVALID_REQUEST,
                 &format!(
-                    "Service Unavailable: {max} forwarded requests in the last seconds (--peer-replay-cache); try again shortly"
+                    "Service Unavailable: {max} replicas forwarded requests in the last seconds (--peer-max-senders); try again shortly"
                 ),
             );
             busy.headers_mut().insert(
