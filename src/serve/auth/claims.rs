@@ -2,6 +2,7 @@
 //! JWT or an introspection answer), and the outcome of a check, for the log and `/metrics`.
 
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 /// What a token check found, for the log and `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +70,7 @@ pub struct Claims {
     pub azp: Option<String>,
     /// What tells an id_token from an access token.
     #[serde(flatten)]
-    pub signs: super::token_kind::Signs,
+    pub signs: Signs,
 }
 
 /// An `scp` claim: a list, or a space-separated string.
@@ -89,25 +90,57 @@ impl Scopes {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The claims that tell an id_token from an access token.
+#[derive(Deserialize, Default)]
+pub struct Signs {
+    #[serde(default)]
+    pub(super) at_hash: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) c_hash: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) s_hash: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) nonce: Option<IgnoredAny>,
+    /// Keycloak's token type (`Bearer`, `ID`, `Refresh`); any JSON, since another
+    /// provider's claim of that name may not be text.
+    #[serde(default)]
+    pub(super) typ: Option<serde_json::Value>,
+    /// Amazon Cognito's token type (`access`, `id`).
+    #[serde(default)]
+    pub(super) token_use: Option<serde_json::Value>,
+    /// Claims only access tokens carry (besides `scope`, `scp` and `client_id`, which
+    /// `Claims` reads itself).
+    #[serde(default)]
+    pub(super) roles: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) cid: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) appid: Option<IgnoredAny>,
+    #[serde(default)]
+    pub(super) aud: Option<Audience>,
+}
 
-    #[test]
-    fn the_shape_of_an_id_token_is_read_with_the_claims() {
-        let claims: Claims = serde_json::from_value(serde_json::json!({
-            "sub": "s", "exp": 1, "aud": "a", "azp": "a"
-        }))
-        .unwrap();
-        assert!(
-            crate::serve::auth::token_kind::not_an_access_token(
-                None,
-                &claims,
-                "https://x",
-                crate::serve::auth::KindCheck::Claims
-            )
-            .is_some()
-        );
-        assert_eq!(claims.azp.as_deref(), Some("a"));
+/// An `aud`: one string or a list (RFC 7519 §4.1.3), in a JWT or an introspection answer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    pub(super) fn contains(&self, wanted: &str) -> bool {
+        match self {
+            Audience::One(one) => one == wanted,
+            Audience::Many(many) => many.iter().any(|a| a == wanted),
+        }
+    }
+
+    pub(super) fn only(&self) -> Option<&str> {
+        match self {
+            Audience::One(one) => Some(one),
+            Audience::Many(many) if many.len() == 1 => Some(&many[0]),
+            Audience::Many(_) => None,
+        }
     }
 }

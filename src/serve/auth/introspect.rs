@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 use url::Url;
 
-use super::claims::{Claims, Outcome};
+use super::claims::{Audience, Claims, Outcome};
 use crate::oauth::http::{BasicAuth, OAuthHttp};
 use crate::secret::Secret;
 
@@ -51,22 +51,6 @@ struct Answer {
     nbf: Option<u64>,
     scope: Option<String>,
     client_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Audience {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl Audience {
-    fn contains(&self, wanted: &str) -> bool {
-        match self {
-            Audience::One(one) => one == wanted,
-            Audience::Many(many) => many.iter().any(|a| a == wanted),
-        }
-    }
 }
 
 impl Introspector {

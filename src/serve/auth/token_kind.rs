@@ -21,57 +21,7 @@
 //! sign-in's `nonce`, and makes `aud` and `azp` the client) needs `--oauth-no-id-token-check`:
 //! only the explicit markers count then.
 
-use serde::Deserialize;
-
-use super::claims::Claims;
-use serde::de::IgnoredAny;
-
-/// The claims that tell an id_token from an access token.
-#[derive(Deserialize, Default)]
-pub struct Signs {
-    #[serde(default)]
-    at_hash: Option<IgnoredAny>,
-    #[serde(default)]
-    c_hash: Option<IgnoredAny>,
-    #[serde(default)]
-    s_hash: Option<IgnoredAny>,
-    #[serde(default)]
-    nonce: Option<IgnoredAny>,
-    /// Keycloak's token type (`Bearer`, `ID`, `Refresh`); any JSON, since another
-    /// provider's claim of that name may not be text.
-    #[serde(default)]
-    typ: Option<serde_json::Value>,
-    /// Amazon Cognito's token type (`access`, `id`).
-    #[serde(default)]
-    token_use: Option<serde_json::Value>,
-    /// Claims only access tokens carry (besides `scope`, `scp` and `client_id`, which
-    /// `Claims` reads itself).
-    #[serde(default)]
-    roles: Option<IgnoredAny>,
-    #[serde(default)]
-    cid: Option<IgnoredAny>,
-    #[serde(default)]
-    appid: Option<IgnoredAny>,
-    #[serde(default)]
-    aud: Option<Audience>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Audience {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl Audience {
-    fn only(&self) -> Option<&str> {
-        match self {
-            Audience::One(one) => Some(one),
-            Audience::Many(many) if many.len() == 1 => Some(&many[0]),
-            Audience::Many(_) => None,
-        }
-    }
-}
+use super::claims::{Audience, Claims};
 
 /// Whether `issuer` is Microsoft Entra's (any cloud, workforce or external tenants).
 fn is_entra(issuer: &str) -> bool {
