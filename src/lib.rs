@@ -5,6 +5,7 @@
 //! may print to it except the single writer in [`jsonrpc::writer`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod authserver;
 pub mod check;
 pub mod cli;
 pub mod cluster_key;
@@ -12,11 +13,13 @@ pub mod env_expand;
 pub mod era;
 pub mod http;
 pub mod jsonrpc;
+pub mod jwks;
 pub mod logging;
 pub mod oauth;
 pub mod parking;
 pub mod postgres_dsn;
 pub mod relay;
+mod remembered;
 pub mod sandbox;
 pub mod secret;
 pub mod serve;

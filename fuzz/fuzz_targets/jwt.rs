@@ -14,7 +14,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header, Validation, decode_header};
 use libfuzzer_sys::fuzz_target;
 use mcp_stdio::serve::auth::claims::Claims;
 use mcp_stdio::serve::auth::jwt::{claim_checks, signed_claims};
-use mcp_stdio::serve::jwks::{Key, KeySet};
+use mcp_stdio::jwks::{Key, KeySet};
 
 /// A throwaway P-256 key (PKCS#8, base64) made for this target alone; it signs nothing
 /// anywhere else.

@@ -334,10 +334,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
     let cluster = super::serve_cluster::cluster_config(&args.cluster)?;
     let mut auth_server = auth_server;
     if let (Some(cluster), Some(server)) = (&cluster, &mut auth_server) {
-        if matches!(
-            server.store,
-            crate::serve::authserver::store::Location::Sqlite(_)
-        ) {
+        if matches!(server.store, crate::authserver::store::Location::Sqlite(_)) {
             return Err("--enable-oauth among replicas needs a store they share: --oauth-store postgres://USER@HOST/DB (a SQLite file belongs to one replica)".into());
         }
         server.cluster_key = Some(cluster.key.clone());

@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::positive_seconds;
-use crate::serve::authserver::AuthServerConfig;
-use crate::serve::authserver::login::LoginConfig;
-use crate::serve::authserver::store::{Limits, Location};
-use crate::serve::authserver::users::Users;
+use crate::authserver::AuthServerConfig;
+use crate::authserver::login::LoginConfig;
+use crate::authserver::store::{Limits, Location};
+use crate::authserver::users::Users;
 
 #[derive(Debug, Args)]
 pub struct EmbeddedArgs {
@@ -166,7 +166,7 @@ pub fn auth_server(
         Some(raw) => {
             let location = Location::parse(raw)?;
             if let Location::Postgres(url) = &location {
-                crate::serve::authserver::store::pg_tls::protection(
+                crate::authserver::store::pg_tls::protection(
                     url,
                     args.oauth_store_allow_plaintext,
                 )?;
@@ -310,8 +310,8 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
             "--principal-claim '{claim}' is not a claim name, e.g. sub or email"
         ));
     }
-    if crate::serve::authserver::login::claims::principal_kind(claim)
-        == crate::serve::authserver::login::claims::PrincipalKind::Unverifiable
+    if crate::authserver::login::claims::principal_kind(claim)
+        == crate::authserver::login::claims::PrincipalKind::Unverifiable
         && !args.principal_claim_verified
     {
         return Err(format!(

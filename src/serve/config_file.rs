@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ServeConfig;
 use super::auth::ResourceServerConfig;
 use super::child::ChildCommand;
 use super::child_era::ChildEraChoice;
+use super::config::ServeConfig;
 use crate::env_expand::expand;
 use crate::secret::Secret;
 

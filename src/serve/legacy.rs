@@ -12,11 +12,8 @@ use http::header::ACCEPT;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
-use super::Gateway;
-use super::responses::{
-    SseTiming, compact, empty, header, json, json_error, sse_body, sse_event, text,
-    undeliverable_response,
-};
+use super::gateway::Gateway;
+use super::responses::{compact, empty, header, json, json_error, sse_body, sse_event, text};
 use super::session::{Conflict, Event, Session, request_progress_token};
 use super::sessions::{Refused, short};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
@@ -61,7 +58,7 @@ pub async fn post(
                 "Service Unavailable: this replica is shutting down and takes no new sessions; retry (another replica will take it)",
             );
         }
-        let session = match gateway.sessions.create(gateway, principal, false) {
+        let session = match gateway.open_session(principal, false) {
             Ok(session) => session,
             Err(Refused::Full(max)) => {
                 return json_error(
@@ -127,7 +124,7 @@ pub async fn post(
                 .send_to_child(compact(body), gateway.config.response_timeout)
                 .await
             {
-                return undeliverable_response(gateway, "null", &undeliverable);
+                return gateway.undeliverable("null", &undeliverable);
             }
             empty(StatusCode::ACCEPTED)
         }
@@ -153,7 +150,7 @@ async fn exchange(
                 .await
             {
                 session.forget(&id);
-                return undeliverable_response(gateway, &raw_id, &undeliverable);
+                return gateway.undeliverable(&raw_id, &undeliverable);
             }
         }
         Ok(false) => {} // the same request is already running: wait for its answer
@@ -221,7 +218,7 @@ async fn exchange(
                 },
             );
             let first = futures_util::stream::once(async move { sse_event(None, &line) });
-            sse_body(first.chain(rest), SseTiming::of(gateway), || {}, None)
+            sse_body(first.chain(rest), gateway.sse_timing(), || {}, None)
         }
     }
 }
@@ -292,12 +289,7 @@ pub fn stream(
     });
     // A quiet stream still counts as use: the idle reaper leaves its session alone.
     let touched = session.clone();
-    sse_body(
-        source,
-        SseTiming::of(gateway),
-        move || touched.touch(),
-        None,
-    )
+    sse_body(source, gateway.sse_timing(), move || touched.touch(), None)
 }
 
 pub fn delete(

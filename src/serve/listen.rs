@@ -13,10 +13,10 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
-use super::Gateway;
+use super::gateway::Gateway;
 use super::params::ask;
 use super::pool::Backend;
-use super::responses::{SseTiming, json_error, sse_body, sse_event};
+use super::responses::{json_error, sse_body, sse_event};
 use crate::era::listen::{self, Filter};
 use crate::jsonrpc::error::INVALID_PARAMS;
 
@@ -97,7 +97,7 @@ pub async fn serve(
         }
     });
     // A graceful end at shutdown: the listen's result.
-    sse_body(source, SseTiming::of(gateway), || {}, Some(farewell))
+    sse_body(source, gateway.sse_timing(), || {}, Some(farewell))
 }
 
 struct Listening {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
+use super::gateway::Gateway;
 use super::pool::Backend;
 use super::tool_cache::AnnotatedParams;
 use crate::era::paging::{Pages, with_cursor};

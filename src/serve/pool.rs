@@ -8,17 +8,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use super::Gateway;
-use super::child_era::ChildEra;
-use super::session::{Session, Unanswered};
+use super::session::Session;
 use super::sessions::Refused;
 use super::tool_cache::ToolCache;
-use crate::era::{LATEST_LEGACY_VERSION, relay_info};
-use crate::jsonrpc::message::IdKey;
 
 /// A pooled child and what its handshake told us.
 pub struct Backend {
@@ -57,12 +52,17 @@ impl Pool {
         format!("gw-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// The principal's backend, started and initialized on first use, replaced if dead.
-    pub async fn backend(
+    /// The principal's backend, started by `start` (given the principal and a fresh
+    /// upstream id) on first use, replaced if dead.
+    pub async fn backend<Start, Started>(
         &self,
-        gateway: &Arc<Gateway>,
         principal: Option<String>,
-    ) -> Result<Arc<Backend>, Unavailable> {
+        start: Start,
+    ) -> Result<Arc<Backend>, Unavailable>
+    where
+        Start: Fn(Option<String>, String) -> Started,
+        Started: Future<Output = Result<Arc<Backend>, Unavailable>>,
+    {
         for _ in 0..2 {
             let cell = self
                 .backends
@@ -72,7 +72,7 @@ impl Pool {
                 .or_default()
                 .clone();
             let backend = cell
-                .get_or_try_init(|| start(gateway, principal.clone(), self.next_id()))
+                .get_or_try_init(|| start(principal.clone(), self.next_id()))
                 .await?;
             if !backend.session.ended.is_cancelled() {
                 return Ok(backend.clone());
@@ -90,95 +90,4 @@ impl Pool {
             "the MCP server process keeps exiting".into(),
         ))
     }
-}
-
-/// A backend on a 2026-07-28 child: no handshake.
-fn modern_backend(session: Arc<Session>) -> Arc<Backend> {
-    tracing::info!(session = %super::sessions::short(&session.id), "pooled 2026-07-28 backend ready");
-    Arc::new(Backend {
-        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
-        session,
-        initialize: Value::Null,
-        modern: true,
-        resource_listeners: Default::default(),
-    })
-}
-
-/// Spawns a child for `principal`; a handshake-era child also gets its handshake, declaring
-/// what the gateway can ask a 2026-07-28 client in an `input_required` round (each request
-/// is still checked against the capabilities that client declared in it).
-async fn start(
-    gateway: &Arc<Gateway>,
-    principal: Option<String>,
-    id: String,
-) -> Result<Arc<Backend>, Unavailable> {
-    let era = gateway.child_era().await;
-    let session = gateway
-        .sessions
-        .create(gateway, principal, true)
-        .map_err(Unavailable::Refused)?;
-    if matches!(era, ChildEra::Modern) {
-        return Ok(modern_backend(session));
-    }
-    let request = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": LATEST_LEGACY_VERSION,
-        "capabilities": {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
-        "clientInfo": relay_info(),
-    }});
-    let fail = |why: String| {
-        gateway.sessions.end(&session);
-        Unavailable::Handshake(why)
-    };
-    let wait = gateway.config.response_timeout;
-    let answer = match session
-        .ask(IdKey::Str(id), Bytes::from(request.to_string()), wait)
-        .await
-    {
-        Ok(answer) => answer,
-        Err(Unanswered::Refused) => {
-            return Err(fail("the handshake could not be registered".into()));
-        }
-        Err(Unanswered::NotSent) => {
-            return Err(fail("the MCP server process exited at once".into()));
-        }
-        Err(Unanswered::Failed(why)) => {
-            return Err(fail(format!(
-                "the MCP server process exited during the handshake: {why}"
-            )));
-        }
-        Err(Unanswered::TimedOut) => {
-            return Err(fail(format!(
-                "the MCP server did not answer initialize within {} s (--timeout-response)",
-                wait.as_secs_f64()
-            )));
-        }
-    };
-    let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
-    if answer.pointer("/error/code").and_then(Value::as_i64)
-        == Some(crate::era::UNSUPPORTED_PROTOCOL_VERSION)
-        && gateway.child_is_modern_after_all().await
-    {
-        // The same child serves on in the era it speaks.
-        return Ok(modern_backend(session));
-    }
-    let Some(result) = answer.get("result").cloned() else {
-        return Err(fail(format!(
-            "the MCP server refused initialize: {}",
-            answer["error"]
-        )));
-    };
-    let _ = session
-        .stdin
-        .send(Bytes::from_static(
-            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        ))
-        .await;
-    tracing::info!(session = %super::sessions::short(&session.id), "pooled backend ready for 2026-07-28 clients");
-    Ok(Arc::new(Backend {
-        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
-        session,
-        initialize: result,
-        modern: false,
-        resource_listeners: Default::default(),
-    }))
 }

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
 use serde_json::Value;
 
-use super::Gateway;
 use super::cluster::{Failure, Owner};
+use super::gateway::Gateway;
 use super::responses::json_error;
 use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};

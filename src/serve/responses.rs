@@ -13,7 +13,6 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use super::Gateway;
 use super::session::Undeliverable;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 
@@ -25,16 +24,6 @@ pub struct SseTiming {
     pub keepalive: Duration,
     /// Fired when the gateway begins shutting down.
     pub closing: CancellationToken,
-}
-
-impl SseTiming {
-    /// The gateway's `--keepalive` and its shutdown.
-    pub fn of(gateway: &Gateway) -> Self {
-        Self {
-            keepalive: gateway.config.keepalive,
-            closing: gateway.closing.clone(),
-        }
-    }
 }
 
 /// An SSE response whose events come from `source` (each item one or more framed events),
@@ -157,7 +146,8 @@ pub fn too_large(max: usize) -> Response<Body> {
 /// The answer when a message could not be handed to the child: 404 if it is gone (the
 /// session is over), 503 if it has stopped reading its input.
 pub fn undeliverable_response(
-    gateway: &Gateway,
+    response_timeout: Duration,
+    child_queue: usize,
     raw_id: &str,
     undeliverable: &Undeliverable,
 ) -> Response<Body> {
@@ -174,8 +164,8 @@ pub fn undeliverable_response(
             INTERNAL_ERROR,
             &format!(
                 "Service Unavailable: the MCP server has not read its input for {} s; --child-queue ({}) messages are waiting",
-                gateway.config.response_timeout.as_secs_f64(),
-                gateway.config.child_queue
+                response_timeout.as_secs_f64(),
+                child_queue
             ),
         ),
     }

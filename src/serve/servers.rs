@@ -19,11 +19,14 @@ use http::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::config::ServeConfig;
 use super::config_file::{self, Entry};
+use super::front;
+use super::gateway::Gateway;
 use super::legacy::SESSION_ID;
 use super::metrics::{Gauges, labelled};
 use super::responses::{Readiness, readyz, text};
-use super::{Gateway, Running, ServeConfig, front};
+use super::running::Running;
 
 const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
@@ -317,7 +320,7 @@ impl Servers {
                 }
             }
         };
-        let span = super::server_span(&gateway.config);
+        let span = gateway.config.span();
         front::handle(gateway, peer, request).instrument(span).await
     }
 

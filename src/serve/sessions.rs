@@ -1,15 +1,11 @@
-//! The session table: creating a session (a child, its output router and its supervisor),
-//! finding one for a request, ending one, and reaping idle and old ones.
+//! The session table: admitting a session within the bounds, finding one for a request,
+//! ending one, and reaping idle and old ones.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
-use super::Gateway;
-use super::child::Child;
 use super::session::Session;
 
 pub struct Sessions {
@@ -100,19 +96,20 @@ impl Sessions {
         Ok(session)
     }
 
-    /// Starts a session for `principal`: spawns the child and the tasks around it.
-    pub fn create(
+    /// Admits a session for `principal` when `--max-sessions` and the principal's bound leave
+    /// room, and makes it with `open`, all under the table's lock, so two requests never
+    /// both take the last place. `open` gets nothing to say about the limits; what it
+    /// returns besides the session (its child, say) is handed back.
+    pub fn insert_with<T>(
         &self,
-        gateway: &Arc<Gateway>,
-        principal: Option<String>,
-        pooled: bool,
-    ) -> Result<Arc<Session>, Refused> {
-        let config = &gateway.config;
+        principal: Option<&str>,
+        open: impl FnOnce() -> Result<(Arc<Session>, T), Refused>,
+    ) -> Result<(Arc<Session>, T), Refused> {
         let mut map = self.map.lock().expect("sessions lock");
         if map.len() >= self.max {
             return Err(Refused::Full(self.max));
         }
-        if let (Some(limit), Some(owner)) = (self.per_principal, principal.as_deref())
+        if let (Some(limit), Some(owner)) = (self.per_principal, principal)
             && map
                 .values()
                 .filter(|s| s.principal.as_deref() == Some(owner) && !s.ended.is_cancelled())
@@ -121,92 +118,13 @@ impl Sessions {
         {
             return Err(Refused::PrincipalFull(limit));
         }
-        // Among replicas the id is sealed and names this one, so the others can forward.
-        let id = match &gateway.cluster {
-            Some(cluster) => cluster.session_id(&new_session_id()),
-            None => new_session_id(),
-        };
-        // A warm spare when there is one (already loaded, nothing said to it yet).
-        let (mut child, mut output_rx, warm) = match gateway.spares.take() {
-            Some(spare) => {
-                spare.child.rename(&short(&id));
-                (spare.child, spare.output, true)
-            }
-            None => {
-                let (output_tx, output_rx) = mpsc::channel(256);
-                let child = Child::spawn(
-                    &config.command,
-                    &short(&id),
-                    config.max_message_size,
-                    config.child_queue,
-                    output_tx,
-                )
-                .map_err(|e| {
-                    Refused::Spawn(format!("cannot start `{}`: {e}", config.command.program()))
-                })?;
-                (child, output_rx, false)
-            }
-        };
-        let session = Arc::new(Session::new(
-            id.clone(),
-            principal,
-            child.stdin.clone(),
-            config.max_requests_per_session,
-            config.replay_buffer,
-            pooled,
-        ));
-        map.insert(id.clone(), session.clone());
-        drop(map);
-        gateway
-            .metrics
-            .sessions_created
-            .fetch_add(1, Ordering::Relaxed);
-        tracing::info!(session = %short(&id), pid = child.id().unwrap_or(0), warm, "session started");
-
-        // The child's output, routed as it comes.
-        let router = session.clone();
-        tokio::spawn(async move {
-            while let Some(output) = output_rx.recv().await {
-                router.route(output);
-            }
-            // Its stdout closed: whatever it does now (it may linger, or leave processes
-            // behind that keep its group alive), no answer can come any more.
-            if !router.end.is_cancelled() {
-                tracing::warn!(session = %short(&router.id), "the server process closed its output; the session is over");
-                router.fail_all(
-                    "the MCP server process exited or closed its output; start a new session",
-                );
-                router.end.cancel();
-            }
-        });
-        // The supervisor: ends the child when the session ends, or the session when the
-        // child dies.
-        let supervised = session.clone();
-        let gateway = gateway.clone();
-        tokio::spawn(async move {
-            let grace = gateway.config.child_grace;
-            tokio::select! {
-                status = child.exited() => {
-                    gateway.metrics.children_exited.fetch_add(1, Ordering::Relaxed);
-                    let status = status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
-                    tracing::warn!(session = %short(&supervised.id), %status, "the server process exited; the session is over");
-                    supervised.fail_all(&format!("the MCP server process exited ({status}); start a new session"));
-                    // Anything it started is ended too.
-                    child.terminate(Duration::ZERO).await;
-                }
-                _ = supervised.end.cancelled() => {
-                    supervised.fail_all("the session ended");
-                    child.terminate(grace).await;
-                    tracing::info!(session = %short(&supervised.id), "session ended");
-                }
-            }
-            gateway.sessions.remove(&supervised.id);
-            gateway.spares.room();
-        });
-        Ok(session)
+        let (session, extra) = open()?;
+        map.insert(session.id.clone(), session.clone());
+        Ok((session, extra))
     }
 
-    fn remove(&self, id: &str) {
+    /// Takes an ended session out of the table.
+    pub fn remove(&self, id: &str) {
         self.map.lock().expect("sessions lock").remove(id);
     }
 
@@ -216,8 +134,9 @@ impl Sessions {
         self.remove(&session.id);
     }
 
-    /// Ends every session and waits (bounded) until their children are gone.
-    pub async fn end_all(&self, gateway: &Gateway) {
+    /// Ends every session and waits (bounded by twice the children's `grace`) until their
+    /// children are gone.
+    pub async fn end_all(&self, grace: Duration) {
         let sessions: Vec<Arc<Session>> = self
             .map
             .lock()
@@ -228,7 +147,7 @@ impl Sessions {
         for session in &sessions {
             session.end.cancel();
         }
-        let bound = gateway.config.child_grace * 2 + Duration::from_secs(1);
+        let bound = grace * 2 + Duration::from_secs(1);
         let deadline = Instant::now() + bound;
         while self.count() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -265,27 +184,27 @@ impl Sessions {
 /// Ends sessions idle for `--session-idle-ttl` (an open GET stream or a request in
 /// progress counts as activity) and sessions older than `--session-max-age` (busy or not:
 /// their requests in flight are answered with an error and their streams close).
-pub async fn reap(gateway: Arc<Gateway>) {
-    let ttl = gateway.config.session_idle_ttl;
-    let max_age = gateway.sessions.max_age;
+pub async fn reap(sessions: &Sessions, idle_ttl: Option<Duration>) {
+    let ttl = idle_ttl;
+    let max_age = sessions.max_age;
     let shortest = ttl.map_or(max_age, |ttl| ttl.min(max_age));
     let every = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     loop {
         tokio::time::sleep(every).await;
-        for session in gateway.sessions.old() {
+        for session in sessions.old() {
             tracing::info!(session = %short(&session.id), max_age_s = max_age.as_secs(), "session reached --session-max-age; ending it");
-            gateway.sessions.end(&session);
+            sessions.end(&session);
         }
         let Some(ttl) = ttl else { continue };
-        for session in gateway.sessions.idle(ttl) {
+        for session in sessions.idle(ttl) {
             tracing::info!(session = %short(&session.id), idle_s = ttl.as_secs_f64(), "session idle for --session-idle-ttl; ending it");
-            gateway.sessions.end(&session);
+            sessions.end(&session);
         }
     }
 }
 
 /// 128 bits from the OS's CSPRNG, as 32 hex digits (visible ASCII, as sessions require).
-fn new_session_id() -> String {
+pub fn new_session_id() -> String {
     let mut bytes = [0u8; 16];
     aws_lc_rs::rand::fill(&mut bytes).expect("the system random generator works");
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::Gateway;
-use super::child::{Child, Output};
+use tokio_util::sync::CancellationToken;
+
+use super::child::{Child, ChildCommand, Output};
 
 /// How often idle spares are checked for having died (a spare that exits says nothing
 /// else: it has no session to fail).
@@ -85,8 +86,20 @@ impl SparePolicy {
     }
 }
 
+/// How the keeper starts a spare and within what: what a session's child is started with.
+pub struct SpareLaunch {
+    pub command: ChildCommand,
+    pub max_message_size: usize,
+    pub child_queue: usize,
+    /// `--max-sessions`: sessions and spares together stay within it.
+    pub max_sessions: usize,
+    /// How long a spare gets to end when it is ended.
+    pub child_grace: Duration,
+}
+
 pub struct Spares {
     policy: SparePolicy,
+    launch: SpareLaunch,
     idle: Mutex<VecDeque<Spare>>,
     /// Wakes the keeper: a spare was taken, or a session ended and made room.
     changed: Notify,
@@ -104,9 +117,10 @@ struct Usage {
 }
 
 impl Spares {
-    pub fn new(policy: SparePolicy) -> Self {
+    pub fn new(policy: SparePolicy, launch: SpareLaunch) -> Self {
         Spares {
             policy,
+            launch,
             idle: Mutex::new(VecDeque::new()),
             changed: Notify::new(),
             started: AtomicU64::new(0),
@@ -168,34 +182,40 @@ impl Spares {
     /// The keeper: keeps the wanted spares started while `--max-sessions` (and the
     /// listener's budget) leaves room, replaces dead ones, ends those of a server unused for
     /// `--spare-idle-ttl`, and ends them all when serve stops or drains.
-    pub async fn keep(gateway: Arc<Gateway>) {
-        let spares = &gateway.spares;
-        if spares.policy.most == 0 {
+    /// `sessions_open` counts the server's sessions; `closing` and `draining` end the keeping.
+    pub async fn keep(
+        &self,
+        sessions_open: impl Fn() -> usize,
+        closing: &CancellationToken,
+        draining: &CancellationToken,
+    ) {
+        if self.policy.most == 0 {
             return;
         }
+        let grace = self.launch.child_grace;
         loop {
-            if gateway.closing.is_cancelled() || gateway.draining.is_cancelled() {
+            if closing.is_cancelled() || draining.is_cancelled() {
                 break;
             }
-            spares.sweep();
-            let busy = gateway.sessions.count() > 0;
-            if let Some(why) = spares.unused(busy) {
-                let ended = spares.count();
-                spares.end_all(gateway.config.child_grace).await;
+            self.sweep();
+            let busy = sessions_open() > 0;
+            if let Some(why) = self.unused(busy) {
+                let ended = self.count();
+                self.end_all(grace).await;
                 tracing::info!(
                     ended,
                     "{why}: the idle spares are ended until the server is used again"
                 );
             }
-            spares.fill(&gateway);
+            self.fill(sessions_open());
             tokio::select! {
-                _ = spares.changed.notified() => {}
+                _ = self.changed.notified() => {}
                 _ = tokio::time::sleep(SWEEP) => {}
-                _ = gateway.closing.cancelled() => break,
-                _ = gateway.draining.cancelled() => break,
+                _ = closing.cancelled() => break,
+                _ = draining.cancelled() => break,
             }
         }
-        spares.end_all(gateway.config.child_grace).await;
+        self.end_all(grace).await;
     }
 
     /// Drops spares that have exited.
@@ -242,11 +262,11 @@ impl Spares {
 
     /// Starts spares until there are as many as wanted, sessions and spares reach
     /// `--max-sessions`, or the listener's `--spare-budget` is spent.
-    fn fill(&self, gateway: &Gateway) {
-        let config = &gateway.config;
+    fn fill(&self, sessions_open: usize) {
+        let config = &self.launch;
         loop {
             let idle = self.count();
-            if idle >= self.want() || gateway.sessions.count() + idle >= config.max_sessions {
+            if idle >= self.want() || sessions_open + idle >= config.max_sessions {
                 return;
             }
             let budget = match &self.policy.budget {

@@ -14,8 +14,8 @@ use super::claims::{Claims, Outcome};
 use super::introspect::Introspector;
 use super::token_kind::{KindCheck, not_an_access_token};
 use super::{Caller, Refused, ResourceServerConfig};
-use crate::serve::jwks::{Key, Keys, Missing};
-use crate::serve::remembered::{Remembered, digest};
+use crate::jwks::{Key, Keys, Missing};
+use crate::remembered::{Remembered, digest};
 
 /// The longest an accepted token is taken on trust without checking it again.
 const CACHE_FOR: Duration = Duration::from_secs(60);

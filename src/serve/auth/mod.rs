@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use url::Url;
 
+use crate::authserver::{AccessRefused, AuthServer};
 use crate::secret::Secret;
-use crate::serve::authserver::{AccessRefused, AuthServer};
 pub use claims::Outcome;
 pub use introspect::IntrospectionConfig;
 

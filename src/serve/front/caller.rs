@@ -14,8 +14,8 @@ use http_body_util::BodyExt;
 
 use super::Refusal;
 use crate::jsonrpc::error::INVALID_REQUEST;
-use crate::serve::Gateway;
 use crate::serve::auth::Refused;
+use crate::serve::gateway::Gateway;
 use crate::serve::responses::{header, json_error};
 
 pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
@@ -155,10 +155,10 @@ pub fn issuer_for(
     gateway: &Gateway,
     peer: SocketAddr,
     headers: &HeaderMap,
-) -> crate::serve::authserver::Issuer {
+) -> crate::authserver::Issuer {
     match &gateway.config.public_url {
-        Some(url) => crate::serve::authserver::Issuer::from_public_url(url, &gateway.config.path),
-        None => crate::serve::authserver::Issuer::from_request(
+        Some(url) => crate::authserver::Issuer::from_public_url(url, &gateway.config.path),
+        None => crate::authserver::Issuer::from_request(
             &public_base(gateway, peer, headers),
             &gateway.config.path,
         ),
@@ -169,9 +169,9 @@ pub fn issuer_for(
 /// `--oauth-max-form-size`, then handed over.
 pub async fn authorization_server(
     gateway: &Gateway,
-    server: &crate::serve::authserver::AuthServer,
-    endpoint: crate::serve::authserver::Endpoint,
-    issuer: crate::serve::authserver::Issuer,
+    server: &crate::authserver::AuthServer,
+    endpoint: crate::authserver::Endpoint,
+    issuer: crate::authserver::Issuer,
     peer: SocketAddr,
     request: Request<Inbound>,
 ) -> Response<Body> {
@@ -189,9 +189,9 @@ pub async fn authorization_server(
             .map_err(|_| ())
     };
     let Ok(body) = body else {
-        return crate::serve::authserver::too_large(max);
+        return crate::authserver::too_large(max);
     };
-    let request = crate::serve::authserver::Request {
+    let request = crate::authserver::Request {
         headers: &parts.headers,
         query: parts.uri.query().unwrap_or(""),
         body,

@@ -17,8 +17,8 @@ use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 
-use super::Gateway;
 use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
+use super::gateway::Gateway;
 use super::legacy::SESSION_ID;
 use super::metrics::Gauges;
 use super::replica::{self, Forward, Purpose};

@@ -11,15 +11,16 @@ use futures_util::StreamExt;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::flight::{ChildCall, refuse};
+use super::flight::refuse;
 use crate::era::bridge::{answer_for_modern, modern_answer_for_modern};
 use crate::era::{META_SUBSCRIPTION_ID, MISSING_CLIENT_CAPABILITY, mrtr};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{Kind, Message, parse};
 use crate::parking::{Asked, Question};
-use crate::serve::Gateway;
+use crate::serve::child_call::ChildCall;
+use crate::serve::gateway::Gateway;
 use crate::serve::pool::Backend;
-use crate::serve::responses::{SseTiming, json, json_error, sse_body, sse_event};
+use crate::serve::responses::{json, json_error, sse_body, sse_event};
 use crate::serve::session::Event;
 
 /// What the client asked, as far as the answer depends on it.
@@ -82,7 +83,7 @@ pub(super) async fn respond(
         })
     });
     let first = futures_util::stream::once(async move { sse_event(None, &first) });
-    sse_body(first.chain(rest), SseTiming::of(gateway), || {}, None)
+    sse_body(first.chain(rest), gateway.sse_timing(), || {}, None)
 }
 
 /// What a child's event becomes for the client.

@@ -8,22 +8,17 @@ use std::sync::atomic::Ordering;
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::IdKey;
-use crate::serve::Gateway;
+use crate::serve::child_call::{ChildCall, InFlight};
+use crate::serve::gateway::Gateway;
 use crate::serve::pool::Backend;
-use crate::serve::responses::{json_error, undeliverable_response};
-use crate::serve::session::{Conflict, Event, Session, Undeliverable};
-
-/// A call in the child: its events, and the guard that cancels it if nobody answers.
-pub struct ChildCall {
-    pub(super) guard: InFlight,
-    pub(super) rx: mpsc::Receiver<Event>,
-}
+use crate::serve::responses::json_error;
+use crate::serve::session::{Conflict, Session, Undeliverable};
 
 /// Why a call could not be sent.
 pub(super) enum SendRefused {
@@ -56,7 +51,7 @@ impl SendRefused {
                 INTERNAL_ERROR,
                 "the MCP server process has exited; try again",
             ),
-            SendRefused::Undeliverable(full) => undeliverable_response(gateway, raw_id, full),
+            SendRefused::Undeliverable(full) => gateway.undeliverable(raw_id, full),
         }
     }
 }
@@ -118,27 +113,4 @@ pub(super) async fn send(
 pub(super) fn refuse(session: &Session, child_raw_id: &str, code: i64, message: &str) {
     let refusal = error_response(child_raw_id, code, message, None);
     let _ = session.stdin.try_send(Bytes::from(refusal));
-}
-
-/// A call sent to the child: if the client goes away before the answer, the child is told
-/// to stop (`notifications/cancelled`) and the answer, when it comes, is dropped.
-pub(super) struct InFlight {
-    pub(super) session: Arc<Session>,
-    pub(super) key: IdKey,
-    pub(super) upstream_id: String,
-    pub(super) answered: bool,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.session.busy.fetch_sub(1, Ordering::Relaxed);
-        self.session.touch();
-        if self.answered {
-            return;
-        }
-        self.session.forget(&self.key);
-        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": self.upstream_id, "reason": "the client closed the stream"}});
-        let _ = self.session.stdin.try_send(Bytes::from(cancel.to_string()));
-        tracing::debug!(id = %self.upstream_id, "a 2026-07-28 client's call ended unanswered; cancelled in the child");
-    }
 }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
-use super::Gateway;
+use super::gateway::Gateway;
 use super::ladder;
 use super::pool::{Backend, Unavailable};
 use super::responses::{json, json_error};
@@ -25,8 +25,8 @@ use crate::era::{META_CLIENT_CAPABILITIES, envelope, mrtr};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, error_response};
 use crate::jsonrpc::message::{Kind, Message};
 use crate::parking::{Resumed, Retry};
+use crate::serve::child_call::ChildCall;
 use answer::{Request, respond};
-pub use flight::ChildCall;
 use flight::{SendRefused, send};
 
 pub async fn post(
@@ -62,7 +62,7 @@ pub async fn post(
             .body(Body::empty())
             .expect("a valid response");
     }
-    let backend = match gateway.pool.backend(gateway, principal.clone()).await {
+    let backend = match crate::serve::pooled::backend(gateway, principal.clone()).await {
         Ok(backend) => backend,
         Err(Unavailable::Refused(Refused::Full(max))) => {
             return json_error(

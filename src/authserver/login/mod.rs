@@ -113,7 +113,7 @@ impl OidcLogin {
     /// Where to send the browser to sign in, for the `/authorize` request `query`.
     pub async fn start(&self, query: &str, callback: &str) -> Result<String, String> {
         let endpoints = self.provider.endpoints().await?;
-        let nonce = super::random_token();
+        let nonce = super::opaque::random_token();
         let pkce = crate::oauth::pkce::Pkce::generate();
         let pending = Pending {
             query: query.to_owned(),

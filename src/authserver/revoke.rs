@@ -4,9 +4,9 @@
 
 use http::StatusCode;
 
-use super::AuthServer;
 use super::form::Params;
 use super::reply::{self, Reply};
+use super::server::AuthServer;
 use super::store::Revoked;
 
 pub async fn revoke(server: &AuthServer, body: &[u8]) -> Reply {
@@ -37,7 +37,7 @@ pub async fn revoke(server: &AuthServer, body: &[u8]) -> Reply {
     }
     match server
         .store
-        .revoke(super::hash_token(&token), client_id.clone())
+        .revoke(super::opaque::hash_token(&token), client_id.clone())
         .await
     {
         Ok(found) => {

@@ -7,9 +7,9 @@
 use http::{HeaderMap, StatusCode};
 use serde_json::json;
 
-use super::AuthServer;
 use super::form::Params;
 use super::reply::{self, Reply};
+use super::server::AuthServer;
 use super::store::{Grant, Redeemed};
 
 /// Why a presented code or refresh token does not fit this request.
@@ -105,7 +105,7 @@ async fn authorization_code(server: &AuthServer, params: &Params, client_id: Str
     let redeemed = server
         .store
         .redeem_code(
-            super::hash_token(&code),
+            super::opaque::hash_token(&code),
             move |code| {
                 if code.client_id != expected_client {
                     return Err(Mismatch::Client);
@@ -154,7 +154,7 @@ async fn refresh_token(server: &AuthServer, params: &Params, client_id: String) 
     let rotated = server
         .store
         .rotate_refresh(
-            super::hash_token(&token),
+            super::opaque::hash_token(&token),
             move |grant: &Grant| {
                 if grant.client_id != expected_client {
                     return Err(Mismatch::Client);

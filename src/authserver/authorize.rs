@@ -7,12 +7,12 @@
 
 use http::{HeaderMap, StatusCode};
 
-use super::AuthServer;
 use super::authorization::Authorization;
+use super::client::ClientRecord;
 use super::form::Params;
 use super::issuer::Issuer;
-use super::register::ClientRecord;
 use super::reply::{self, Reply};
+use super::server::AuthServer;
 use super::store::Code;
 use super::users::NoUser;
 
@@ -154,11 +154,11 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
             cx.issuer,
         );
     }
-    let code = super::random_token();
+    let code = super::opaque::random_token();
     let stored = server
         .store
         .add_code(
-            super::hash_token(&code),
+            super::opaque::hash_token(&code),
             Code {
                 client_id: request.client_id.clone(),
                 principal: user.clone(),

@@ -6,16 +6,9 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::AuthServer;
+use super::client::ClientRecord;
 use super::reply::{self, Reply};
-
-/// What is kept of a registered client.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ClientRecord {
-    pub redirect_uris: Vec<String>,
-    #[serde(default)]
-    pub client_name: Option<String>,
-}
+use super::server::AuthServer;
 
 const MAX_NAME: usize = 200;
 const MAX_REDIRECT_URIS: usize = 16;
@@ -28,7 +21,7 @@ pub async fn register(server: &AuthServer, body: &[u8]) -> Reply {
             return reply::error(StatusCode::BAD_REQUEST, code, &description);
         }
     };
-    let client_id = super::random_token();
+    let client_id = super::opaque::random_token();
     let metadata = serde_json::to_string(&record).expect("a client record serializes");
     match server
         .store

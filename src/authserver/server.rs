@@ -1,94 +1,19 @@
-//! The embedded OAuth 2.1 authorization server (`--enable-oauth`): metadata (RFC 8414),
-//! dynamic client registration (RFC 7591), the authorization endpoint with a consent
-//! page, the token endpoint (code + PKCE S256, refresh rotation with replay detection)
-//! and revocation (RFC 7009). Tokens are opaque 256-bit random strings; the store keeps
-//! only their SHA-256. The front door routes requests here and asks `check_access` about
-//! each MCP request's bearer.
-
-mod authorization;
-mod authorize;
-mod cimd;
-mod consent;
-mod form;
-mod issuer;
-pub mod login;
-mod metadata;
-mod redirect;
-mod register;
-mod reply;
-mod revoke;
-pub mod store;
-mod token;
-pub mod users;
+//! The authorization server's state (`AuthServer`: its store, consent forms, accepted
+//! tokens, metadata documents and upstream sign-in) and what the endpoints and the gateway
+//! ask of it: client lookup, token issue, the access check and housekeeping.
 
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use bytes::Bytes;
-use http::{HeaderMap, Method};
-use url::Url;
-
-use super::remembered::{Remembered, digest};
-pub use issuer::Issuer;
-pub use reply::Reply;
-pub use store::Grant;
-
-/// Access tokens start with this (secret scanners and logs can recognize them).
-const ACCESS_PREFIX: &str = "mcpat_";
-const REFRESH_PREFIX: &str = "mcprt_";
-
-/// `--enable-oauth` and what goes with it.
-#[derive(Debug, Clone)]
-pub struct AuthServerConfig {
-    pub store: store::Location,
-    pub limits: store::Limits,
-    /// `--access-token-ttl`.
-    pub access_token_ttl: Duration,
-    /// `--refresh-token-ttl`: how long a grant lives without being refreshed.
-    pub refresh_token_ttl: Duration,
-    /// `--oauth-scope`: offered, granted by default, and required of every token.
-    pub scopes: Vec<String>,
-    pub users: users::Users,
-    /// `--allow-redirect-uri`: https redirect URIs clients may register.
-    pub allowed_redirect_uris: Vec<Url>,
-    /// `--allow-client-id-url`: clients described by a metadata document at their id.
-    pub allowed_client_id_urls: Vec<Url>,
-    /// `--login-oidc`: users sign in at this OpenID provider.
-    pub login: Option<login::LoginConfig>,
-    /// `--oauth-token-cache`: accepted tokens remembered; 0 asks the store every time.
-    pub token_cache: usize,
-    /// `--oauth-max-form-size`: the largest body the endpoints read.
-    pub max_form_size: usize,
-    /// `--oauth-accepted-for`: how long an access token found live is believed.
-    pub accepted_for: Duration,
-    /// Among replicas: consent forms and pending sign-ins are sealed with it, so any
-    /// replica takes what another one handed out.
-    pub cluster_key: Option<std::sync::Arc<crate::cluster_key::ClusterKey>>,
-}
-
-/// One of the server's endpoints, as a request names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    Metadata,
-    Register,
-    AuthorizePage,
-    AuthorizeDecision,
-    Token,
-    Revoke,
-    /// Back from the OpenID provider (`--login-oidc`).
-    LoginCallback,
-}
-
-/// What the front door knows about a request to an endpoint.
-pub struct Request<'a> {
-    pub headers: &'a HeaderMap,
-    pub query: &'a str,
-    pub body: Bytes,
-    /// Whether the peer is a `--trusted-proxy` (its user header is believed).
-    pub trusted_peer: bool,
-    pub issuer: Issuer,
-}
+use super::cimd;
+use super::client::ClientRecord;
+use super::config::AuthServerConfig;
+use super::consent;
+use super::issuer;
+use super::login;
+use super::opaque::{ACCESS_PREFIX, REFRESH_PREFIX, hash_token, random_token};
+use super::reply::{self, Reply};
+use super::store::{self, Grant};
+use crate::remembered::{Remembered, digest};
 
 /// Why an access token is not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +28,7 @@ pub enum AccessRefused {
 
 /// Why a client could not be looked up.
 #[derive(Debug)]
-enum Lookup {
+pub(super) enum Lookup {
     /// The store cannot be reached (503).
     Unavailable,
     /// Its metadata document cannot be used; the reason.
@@ -111,7 +36,7 @@ enum Lookup {
 }
 
 impl Lookup {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Lookup::Unavailable => {
                 "the authorization server cannot reach its store; try again shortly".into()
@@ -121,7 +46,7 @@ impl Lookup {
     }
 
     /// The token and revocation endpoints' answer.
-    fn reply(&self) -> Reply {
+    pub(super) fn reply(&self) -> Reply {
         match self {
             Lookup::Unavailable => reply::error(
                 http::StatusCode::SERVICE_UNAVAILABLE,
@@ -137,30 +62,11 @@ impl Lookup {
 
 pub struct AuthServer {
     pub config: AuthServerConfig,
-    store: store::Store,
-    csrf: consent::Csrf,
+    pub(super) store: store::Store,
+    pub(super) csrf: consent::Csrf,
     accepted: Remembered<std::sync::Arc<Grant>>,
-    documents: cimd::Documents,
-    login: Option<login::OidcLogin>,
-}
-
-/// A body over `--oauth-max-form-size`.
-pub fn too_large(max: usize) -> Reply {
-    reply::error(
-        http::StatusCode::PAYLOAD_TOO_LARGE,
-        "invalid_request",
-        &format!("the request body is over {max} bytes (--oauth-max-form-size)"),
-    )
-}
-
-/// A fresh 256-bit random value, base64url (43 characters).
-pub fn random_token() -> String {
-    crate::oauth::pkce::random_token(32).expose().to_owned()
-}
-
-/// What the store keeps of a token or code: its SHA-256, base64url.
-pub fn hash_token(token: &str) -> String {
-    URL_SAFE_NO_PAD.encode(digest(token))
+    pub(super) documents: cimd::Documents,
+    pub(super) login: Option<login::OidcLogin>,
 }
 
 impl AuthServer {
@@ -198,51 +104,6 @@ impl AuthServer {
             store,
             csrf,
         })
-    }
-
-    /// The endpoint `method` and `path` name, if any.
-    pub fn endpoint(&self, method: &Method, path: &str, issuer: &Issuer) -> Option<Endpoint> {
-        const METADATA: [&str; 2] = [
-            "/.well-known/oauth-authorization-server",
-            "/.well-known/openid-configuration",
-        ];
-        if *method == Method::GET
-            && METADATA
-                .iter()
-                .any(|m| path.starts_with(m) || path.ends_with(m))
-        {
-            return Some(Endpoint::Metadata);
-        }
-        match (method, issuer.local_endpoint(path)?) {
-            (&Method::POST, "register") => Some(Endpoint::Register),
-            (&Method::GET, "authorize") => Some(Endpoint::AuthorizePage),
-            (&Method::POST, "authorize") => Some(Endpoint::AuthorizeDecision),
-            (&Method::POST, "token") => Some(Endpoint::Token),
-            (&Method::POST, "revoke") => Some(Endpoint::Revoke),
-            (&Method::GET, "login-callback") if self.login.is_some() => {
-                Some(Endpoint::LoginCallback)
-            }
-            _ => None,
-        }
-    }
-
-    pub async fn serve(&self, endpoint: Endpoint, request: Request<'_>) -> Reply {
-        let cx = authorize::Context {
-            headers: request.headers,
-            trusted_peer: request.trusted_peer,
-            issuer: &request.issuer,
-        };
-        match endpoint {
-            Endpoint::Metadata => metadata::document(self, &request.issuer),
-            Endpoint::Register => register::register(self, &request.body).await,
-            Endpoint::AuthorizePage => authorize::show(self, request.query.as_bytes(), &cx).await,
-            Endpoint::AuthorizeDecision => authorize::decide(self, &request.body, &cx).await,
-            Endpoint::Token => token::token(self, request.headers, &request.body).await,
-            Endpoint::Revoke => revoke::revoke(self, &request.body).await,
-            Endpoint::LoginCallback => {
-                authorize::after_login(self, request.query.as_bytes(), &cx).await
-            }
-        }
     }
 
     /// The grant behind an MCP request's access token, if it is live and for `resource`.
@@ -299,7 +160,7 @@ impl AuthServer {
 
     /// The scopes an authorization request gets: those it asks for that are offered, or
     /// every offered one when it asks for none of them.
-    fn grantable_scope(&self, requested: Option<&str>) -> String {
+    pub(super) fn grantable_scope(&self, requested: Option<&str>) -> String {
         let offered = &self.config.scopes;
         let asked: Vec<&str> = requested
             .unwrap_or("")
@@ -313,7 +174,7 @@ impl AuthServer {
         }
     }
 
-    async fn client(&self, client_id: &str) -> Result<Option<register::ClientRecord>, Lookup> {
+    pub(super) async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, Lookup> {
         if self.documents.covers(client_id) {
             return self
                 .documents
@@ -330,7 +191,7 @@ impl AuthServer {
 
     /// A new access and refresh token pair: their hashes for the store, the values for
     /// the client.
-    fn new_tokens(&self) -> (store::Issue, String, String) {
+    pub(super) fn new_tokens(&self) -> (store::Issue, String, String) {
         let access = format!("{ACCESS_PREFIX}{}", random_token());
         let refresh = format!("{REFRESH_PREFIX}{}", random_token());
         let now = store::now();
@@ -345,7 +206,7 @@ impl AuthServer {
 
     /// Grants were revoked here: their tokens are no longer believed from memory. Every
     /// other accepted token stays remembered.
-    fn forget_grants(&self, grant_ids: &[String]) {
+    pub(super) fn forget_grants(&self, grant_ids: &[String]) {
         if !grant_ids.is_empty() {
             self.accepted
                 .forget_where(|grant| grant_ids.contains(&grant.grant_id));
@@ -353,7 +214,7 @@ impl AuthServer {
     }
 
     /// An access token was revoked here.
-    fn forget_token(&self, token: &str) {
+    pub(super) fn forget_token(&self, token: &str) {
         self.accepted.forget(&digest(token));
     }
 }

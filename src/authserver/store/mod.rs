@@ -164,7 +164,7 @@ pub fn now() -> i64 {
 
 /// A new random identifier for a grant (not a secret).
 fn new_grant_id() -> String {
-    crate::serve::authserver::random_token()
+    crate::authserver::opaque::random_token()
 }
 
 impl Store {

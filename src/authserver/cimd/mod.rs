@@ -20,7 +20,7 @@ use url::Url;
 use fetch::Fetched;
 pub use fetch::Policy;
 
-use super::register::ClientRecord;
+use super::client::ClientRecord;
 
 const DEFAULT_FRESH: Duration = Duration::from_secs(3600);
 const MIN_FRESH: Duration = Duration::from_secs(60);

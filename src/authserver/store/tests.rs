@@ -22,7 +22,7 @@ async fn stores(limits: Limits) -> Vec<(String, Store, Option<tempfile::TempDir>
         Ok(url) => {
             let name = format!(
                 "t_{}",
-                crate::serve::authserver::random_token()
+                crate::authserver::opaque::random_token()
                     .to_lowercase()
                     .replace(['-', '_'], "")
             );

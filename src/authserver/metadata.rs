@@ -4,9 +4,9 @@
 use http::StatusCode;
 use serde_json::json;
 
-use super::AuthServer;
 use super::issuer::Issuer;
 use super::reply::{self, Reply};
+use super::server::AuthServer;
 
 pub fn document(server: &AuthServer, issuer: &Issuer) -> Reply {
     let mut document = json!({

@@ -1,5 +1,5 @@
 //! Verifying the provider's id_token (OpenID Connect Core §3.1.3.7): the signature with
-//! one of the provider's keys (fetched and rotated by `serve::jwks`, algorithms by
+//! one of the provider's keys (fetched and rotated by `jwks`, algorithms by
 //! key type, never `none` or HMAC), `iss` exactly the provider, `aud` our client id (and
 //! `azp` when there are several audiences), `exp` with a small leeway, and `nonce` the one
 //! this sign-in sent.
@@ -10,7 +10,7 @@ use jsonwebtoken::Validation;
 use serde_json::{Map, Value};
 
 use super::LoginConfig;
-use crate::serve::jwks::{Keys, Missing};
+use crate::jwks::{Keys, Missing};
 
 const LEEWAY_S: u64 = 60;
 

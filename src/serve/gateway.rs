@@ -1,0 +1,208 @@
+//! The state one served stdio server shares among its connections: `Gateway`, with the
+//! stdio server's era and the few things every handler asks of it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::Response;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::auth;
+use super::child::Child;
+use super::child_call::ChildCall;
+use super::child_era;
+use super::cluster;
+use super::config::ServeConfig;
+use super::metrics;
+use super::pool;
+use super::responses::{SseTiming, undeliverable_response};
+use super::session::{Session, Undeliverable};
+use super::sessions::{Refused, Sessions, new_session_id, short};
+use super::spares;
+
+/// State shared by every connection.
+pub struct Gateway {
+    pub config: ServeConfig,
+    pub sessions: Sessions,
+    /// Children started ahead for the next sessions.
+    pub spares: spares::Spares,
+    /// Backends of 2026-07-28 clients, by principal.
+    pub pool: pool::Pool,
+    pub metrics: metrics::Metrics,
+    /// Fired at shutdown: streams end, no new sessions start.
+    pub closing: CancellationToken,
+    /// Fired at SIGTERM among replicas: not ready, no new sessions, the open ones go on
+    /// until they end or `--shutdown-grace` is up.
+    pub draining: CancellationToken,
+    /// Among replicas: who owns a session, and the way to its owner.
+    pub cluster: Option<cluster::Cluster>,
+    /// The stdio server's era: probed once, corrected when a child proves it wrong.
+    pub(super) era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
+    /// Calls of handshake-era children waiting for a client's `input_required` retry.
+    pub parked: Arc<crate::parking::Rounds<ChildCall>>,
+    /// How each request's caller is checked.
+    pub auth: auth::Auth,
+}
+
+impl Gateway {
+    /// The stdio server's protocol era: `--child-era`, or probed on first need (children
+    /// start one at a time while it is probed).
+    pub async fn child_era(&self) -> child_era::ChildEra {
+        let config = &self.config;
+        let mut era = self.era.lock().await;
+        if let Some(known) = era.as_ref() {
+            return known.clone();
+        }
+        let probed = match config.child_era {
+            child_era::ChildEraChoice::Legacy => child_era::ChildEra::Legacy,
+            child_era::ChildEraChoice::Modern => child_era::ChildEra::Modern,
+            child_era::ChildEraChoice::Auto => {
+                child_era::probe(
+                    &config.command,
+                    config.max_message_size,
+                    config.child_probe_timeout,
+                )
+                .await
+            }
+        };
+        *era = Some(probed.clone());
+        probed
+    }
+
+    /// A child refused `initialize` with `-32022`: it speaks only 2026-07-28, whatever the
+    /// probe concluded (it may have been too slow to answer it). Unless `--child-era`
+    /// fixed the era, children are spoken to as 2026-07-28 servers from now on.
+    pub async fn child_is_modern_after_all(&self) -> bool {
+        if self.config.child_era != child_era::ChildEraChoice::Auto {
+            return false;
+        }
+        tracing::warn!(
+            "the stdio server refused initialize with -32022: the era probe was wrong; treating it as a 2026-07-28 server"
+        );
+        *self.era.lock().await = Some(child_era::ChildEra::Modern);
+        true
+    }
+}
+
+impl Gateway {
+    /// Starts a session for `principal`: a warm spare or a new child, the task that routes
+    /// its output and the supervisor that ends the child with the session (or the session
+    /// with the child).
+    pub fn open_session(
+        self: &Arc<Self>,
+        principal: Option<String>,
+        pooled: bool,
+    ) -> Result<Arc<Session>, Refused> {
+        let config = &self.config;
+        let owner = principal.clone();
+        let (session, (mut child, mut output_rx, warm)) =
+            self.sessions.insert_with(owner.as_deref(), || {
+                // Among replicas the id is sealed and names this one, so the others can
+                // forward.
+                let id = match &self.cluster {
+                    Some(cluster) => cluster.session_id(&new_session_id()),
+                    None => new_session_id(),
+                };
+                // A warm spare when there is one (already loaded, nothing said to it yet).
+                let (child, output_rx, warm) = match self.spares.take() {
+                    Some(spare) => {
+                        spare.child.rename(&short(&id));
+                        (spare.child, spare.output, true)
+                    }
+                    None => {
+                        let (output_tx, output_rx) = mpsc::channel(256);
+                        let child = Child::spawn(
+                            &config.command,
+                            &short(&id),
+                            config.max_message_size,
+                            config.child_queue,
+                            output_tx,
+                        )
+                        .map_err(|e| {
+                            Refused::Spawn(format!(
+                                "cannot start `{}`: {e}",
+                                config.command.program()
+                            ))
+                        })?;
+                        (child, output_rx, false)
+                    }
+                };
+                let session = Arc::new(Session::new(
+                    id,
+                    principal,
+                    child.stdin.clone(),
+                    config.max_requests_per_session,
+                    config.replay_buffer,
+                    pooled,
+                ));
+                Ok((session, (child, output_rx, warm)))
+            })?;
+        self.metrics
+            .sessions_created
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(session = %short(&session.id), pid = child.id().unwrap_or(0), warm, "session started");
+
+        // The child's output, routed as it comes.
+        let router = session.clone();
+        tokio::spawn(async move {
+            while let Some(output) = output_rx.recv().await {
+                router.route(output);
+            }
+            // Its stdout closed: whatever it does now (it may linger, or leave processes
+            // behind that keep its group alive), no answer can come any more.
+            if !router.end.is_cancelled() {
+                tracing::warn!(session = %short(&router.id), "the server process closed its output; the session is over");
+                router.fail_all(
+                    "the MCP server process exited or closed its output; start a new session",
+                );
+                router.end.cancel();
+            }
+        });
+        // The supervisor: ends the child when the session ends, or the session when the
+        // child dies.
+        let supervised = session.clone();
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            let grace = gateway.config.child_grace;
+            tokio::select! {
+                status = child.exited() => {
+                    gateway.metrics.children_exited.fetch_add(1, Ordering::Relaxed);
+                    let status = status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+                    tracing::warn!(session = %short(&supervised.id), %status, "the server process exited; the session is over");
+                    supervised.fail_all(&format!("the MCP server process exited ({status}); start a new session"));
+                    // Anything it started is ended too.
+                    child.terminate(Duration::ZERO).await;
+                }
+                _ = supervised.end.cancelled() => {
+                    supervised.fail_all("the session ended");
+                    child.terminate(grace).await;
+                    tracing::info!(session = %short(&supervised.id), "session ended");
+                }
+            }
+            gateway.sessions.remove(&supervised.id);
+            gateway.spares.room();
+        });
+        Ok(session)
+    }
+
+    /// How this gateway's streams keep alive and end at shutdown.
+    pub fn sse_timing(&self) -> SseTiming {
+        SseTiming {
+            keepalive: self.config.keepalive,
+            closing: self.closing.clone(),
+        }
+    }
+
+    /// The answer to a request the child could not be given (its queue full, or gone).
+    pub fn undeliverable(&self, raw_id: &str, why: &Undeliverable) -> Response<Body> {
+        undeliverable_response(
+            self.config.response_timeout,
+            self.config.child_queue,
+            raw_id,
+            why,
+        )
+    }
+}

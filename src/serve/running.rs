@@ -1,0 +1,138 @@
+//! A served stdio server's life: `Running` builds its gateway, starts the tasks that keep
+//! it (idle reaping, spares, the embedded authorization server's housekeeping) and stops
+//! them all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::auth;
+use super::cluster;
+use super::config::ServeConfig;
+use super::gateway::Gateway;
+use super::metrics;
+use super::pool;
+use super::sessions::{self, Sessions};
+use super::spares;
+
+/// A gateway that is serving, with the tasks that keep it (idle reaping, spares, the
+/// embedded authorization server's housekeeping); `stop` ends it all.
+pub struct Running {
+    pub gateway: Arc<Gateway>,
+    reaper: tokio::task::JoinHandle<()>,
+    keeper: tokio::task::JoinHandle<()>,
+    housekeeping: Option<CancellationToken>,
+}
+
+impl Running {
+    /// Builds the gateway for `config` (its port already known) and starts its tasks.
+    pub async fn start(config: ServeConfig) -> Result<Running, String> {
+        let cluster = config.cluster.as_ref().map(|settings| {
+            cluster::Cluster::new(settings, config.response_timeout, config.session_max_age)
+        });
+        let parked = match &config.cluster {
+            Some(settings) => {
+                tracing::info!(advertise = %settings.advertise, "serving as one replica of a cluster");
+                crate::parking::Rounds::sealed(
+                    config.input_timeout,
+                    crate::parking::Sealing {
+                        sealer: settings.key.sealer("request-state"),
+                        owner: settings.advertise.clone(),
+                    },
+                )
+            }
+            None => crate::parking::Rounds::new(config.input_timeout),
+        };
+        let embedded = match config.auth_server.clone() {
+            Some(settings) => {
+                tracing::info!(
+                    store = %settings.store.describe(),
+                    "the embedded OAuth authorization server is on"
+                );
+                Some(Arc::new(
+                    crate::authserver::AuthServer::open(settings).await?,
+                ))
+            }
+            None => None,
+        };
+        let housekeeping = embedded.clone().map(|server| {
+            let closing = CancellationToken::new();
+            let stop = closing.clone();
+            tokio::spawn(async move { server.keep_house(closing).await });
+            stop
+        });
+        let auth = auth::Auth::new(
+            config.auth_token.clone(),
+            config.resource_server.clone(),
+            embedded,
+        );
+        let gateway = Arc::new(Gateway {
+            auth,
+            // Users exist only with OAuth (one shared secret is one principal).
+            sessions: Sessions::new(
+                config.max_sessions,
+                (config.resource_server.is_some() || config.auth_server.is_some())
+                    .then_some(config.max_sessions_per_principal),
+                config.session_max_age,
+            ),
+            pool: pool::Pool::default(),
+            spares: spares::Spares::new(
+                config.spares.clone(),
+                spares::SpareLaunch {
+                    command: config.command.clone(),
+                    max_message_size: config.max_message_size,
+                    child_queue: config.child_queue,
+                    max_sessions: config.max_sessions,
+                    child_grace: config.child_grace,
+                },
+            ),
+            config,
+            metrics: metrics::Metrics::default(),
+            closing: CancellationToken::new(),
+            draining: CancellationToken::new(),
+            cluster,
+            era: tokio::sync::Mutex::new(None),
+            parked,
+        });
+        // A config file's servers say which one is talking in every line they log.
+        let span = gateway.config.span();
+        let reaping = gateway.clone();
+        let reaper = tokio::spawn(
+            async move { sessions::reap(&reaping.sessions, reaping.config.session_idle_ttl).await }
+                .instrument(span.clone()),
+        );
+        let keeping = gateway.clone();
+        let keeper = tokio::spawn(
+            async move {
+                let open = || keeping.sessions.count();
+                let (closing, draining) = (&keeping.closing, &keeping.draining);
+                keeping.spares.keep(open, closing, draining).await;
+            }
+            .instrument(span),
+        );
+        Ok(Running {
+            gateway,
+            reaper,
+            keeper,
+            housekeeping,
+        })
+    }
+
+    /// Ends every session and spare (the gateway's `closing` has fired, or fires now).
+    pub async fn stop(self) {
+        self.gateway.closing.cancel();
+        self.reaper.abort();
+        if let Some(housekeeping) = self.housekeeping {
+            housekeeping.cancel();
+        }
+        self.gateway
+            .sessions
+            .end_all(self.gateway.config.child_grace)
+            .await;
+        // The keeper saw `closing` and ends the spares; wait for them (bounded like sessions).
+        let bound = self.gateway.config.child_grace * 2 + Duration::from_secs(1);
+        let _ = tokio::time::timeout(bound, self.keeper).await;
+    }
+}
