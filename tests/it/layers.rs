@@ -230,13 +230,21 @@ fn module_of(file: &Path) -> Vec<String> {
 }
 
 /// The file modules a file imports: `crate::…` and `super::…` paths, and (from a `mod.rs`)
-/// its own children by name, each resolved to the longest module that is a file. An
-/// import of one's own parent (`super::Gateway` from a child of `serve/mod.rs`) is the
-/// parent's interface to its children, not an arrow of a circle, and is left out.
+/// its own children's paths (`child::Item`), each resolved to the longest module that is a file. An
+/// import of one's own parent (`super::Gateway` from a child of `serve/mod.rs`) counts
+/// like any other: a parent that also uses the child makes a circle.
 fn imports_of(file: &Path, modules: &std::collections::BTreeSet<Vec<String>>) -> Vec<Vec<String>> {
-    let code = code_of(file);
+    // A file's unit tests (`#[cfg(test)] mod tests`, at its end) are not part of the house,
+    // and their `super::` is the file itself.
+    let whole = code_of(file);
+    let code = whole
+        .find("#[cfg(test)]\nmod ")
+        .map_or(whole.as_str(), |at| &whole[..at])
+        .to_owned();
     let own = module_of(file);
-    let is_folder = file.file_name().is_some_and(|n| n == "mod.rs");
+    let is_folder = file
+        .file_name()
+        .is_some_and(|n| n == "mod.rs" || n == "lib.rs");
     // `super` of a module is its parent, whether the module is a file or a folder.
     let up = |n: usize| own[..own.len().saturating_sub(n)].to_vec();
     let mut named: Vec<Vec<String>> = Vec::new();
@@ -266,23 +274,14 @@ fn imports_of(file: &Path, modules: &std::collections::BTreeSet<Vec<String>>) ->
     paths("super::super::", &up(2));
     paths("super::", &up(1));
     if is_folder {
-        for line in code.lines().map(str::trim) {
-            if let Some(rest) = line
-                .strip_prefix("use ")
-                .or_else(|| line.strip_prefix("pub use "))
-            {
-                let first = rest.split("::").next().unwrap_or_default();
-                let mut child = own.clone();
-                child.push(first.to_owned());
-                if modules.contains(&child) {
-                    named.push(
-                        child
-                            .into_iter()
-                            .chain(rest.split("::").skip(1).map(str::to_owned))
-                            .collect(),
-                    );
-                }
-            }
+        // A folder's `mod.rs` names its children without `super::` or `crate::`.
+        let children = modules
+            .iter()
+            .filter(|m| m.len() == own.len() + 1 && m.starts_with(&own))
+            .cloned();
+        for child in children {
+            let name = format!("{}::", child.last().unwrap());
+            paths(&name, &child);
         }
     }
     let mut resolved = Vec::new();
@@ -294,8 +293,8 @@ fn imports_of(file: &Path, modules: &std::collections::BTreeSet<Vec<String>>) ->
         else {
             continue;
         };
-        // Not itself, and not one of its own ancestors.
-        if module == own || own.starts_with(&module) {
+        // Not itself.
+        if module == own {
             continue;
         }
         if !resolved.contains(&module) {
@@ -305,46 +304,98 @@ fn imports_of(file: &Path, modules: &std::collections::BTreeSet<Vec<String>>) ->
     resolved
 }
 
-/// A circle in `graph`, if there is one: the modules on it.
-fn find_circle(
-    graph: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
-) -> Option<Vec<Vec<String>>> {
-    fn visit(
-        node: &Vec<String>,
-        graph: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>,
-        on_path: &mut Vec<Vec<String>>,
-        done: &mut std::collections::BTreeSet<Vec<String>>,
-    ) -> Option<Vec<Vec<String>>> {
-        if let Some(at) = on_path.iter().position(|n| n == node) {
-            return Some(on_path[at..].to_vec());
-        }
-        if done.contains(node) {
-            return None;
-        }
-        on_path.push(node.clone());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(circle) = visit(next, graph, on_path, done) {
-                return Some(circle);
+type Graph = std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>;
+
+/// Every file module of `src/` with the file modules it imports.
+fn import_graph() -> Graph {
+    let files = rust_files(&src());
+    let modules: std::collections::BTreeSet<Vec<String>> =
+        files.iter().map(|f| module_of(f)).collect();
+    files
+        .iter()
+        .map(|f| (module_of(f), imports_of(f, &modules)))
+        .collect()
+}
+
+/// Every group of modules that import each other round a circle (Tarjan's strongly
+/// connected components of more than one module), each as `a::b -> c::d` arrows inside it.
+fn tangles(graph: &Graph) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g Graph,
+        index: std::collections::BTreeMap<&'g Vec<String>, (usize, usize)>,
+        stack: Vec<&'g Vec<String>>,
+        found: Vec<Vec<&'g Vec<String>>>,
+    }
+    fn visit<'g>(walk: &mut Walk<'g>, node: &'g Vec<String>) {
+        let n = walk.index.len();
+        walk.index.insert(node, (n, n));
+        walk.stack.push(node);
+        for next in walk.graph.get(node).into_iter().flatten() {
+            let Some((next, _)) = walk.graph.get_key_value(next) else {
+                continue;
+            };
+            match walk.index.get(next).copied() {
+                None => {
+                    visit(walk, next);
+                    let low = walk.index[next].1.min(walk.index[node].1);
+                    walk.index.get_mut(node).unwrap().1 = low;
+                }
+                Some((at, _)) if walk.stack.contains(&next) => {
+                    let low = at.min(walk.index[node].1);
+                    walk.index.get_mut(node).unwrap().1 = low;
+                }
+                Some(_) => {}
             }
         }
-        on_path.pop();
-        done.insert(node.clone());
-        None
+        let (at, low) = walk.index[node];
+        if at == low {
+            let from = walk.stack.iter().position(|n| *n == node).unwrap();
+            let group: Vec<_> = walk.stack.drain(from..).collect();
+            if group.len() > 1 {
+                walk.found.push(group);
+            }
+        }
     }
-    let mut done = std::collections::BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+    let mut walk = Walk {
+        graph,
+        index: Default::default(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node) {
+            visit(&mut walk, node);
+        }
+    }
+    walk.found
+        .iter()
+        .map(|group| {
+            let mut arrows = Vec::new();
+            for from in group {
+                for to in &graph[*from] {
+                    if group.contains(&to) {
+                        arrows.push(format!("{} -> {}", from.join("::"), to.join("::")));
+                    }
+                }
+            }
+            arrows
+        })
+        .collect()
 }
 
 #[test]
 fn no_import_circle_anywhere_in_src() {
-    let files = rust_files(&src());
-    let modules: std::collections::BTreeSet<Vec<String>> =
-        files.iter().map(|f| module_of(f)).collect();
-    let graph: std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> = files
-        .iter()
-        .map(|f| (module_of(f), imports_of(f, &modules)))
+    // Here a folder's children may use what its `mod.rs` declares (the folder's face to
+    // them); the rooms of the modes themselves are held to more below.
+    let graph: Graph = import_graph()
+        .into_iter()
+        .map(|(module, imports)| {
+            let kept = imports
+                .into_iter()
+                .filter(|import| !module.starts_with(import))
+                .collect();
+            (module, kept)
+        })
         .collect();
     // The scan sees real arrows (the relay's engine imports its link), so the rule is not vacuous.
     assert!(
@@ -354,10 +405,8 @@ fn no_import_circle_anywhere_in_src() {
             "session".to_owned()
         ])
     );
-    if let Some(circle) = find_circle(&graph) {
-        let names: Vec<String> = circle.iter().map(|m| m.join("::")).collect();
-        panic!("an import circle: {}", names.join(" -> "));
-    }
+    let tangled = tangles(&graph);
+    assert!(tangled.is_empty(), "import circles: {tangled:#?}");
     // And a circle is found where there is one.
     let a = vec!["a".to_owned()];
     let b = vec!["b".to_owned()];
@@ -365,5 +414,55 @@ fn no_import_circle_anywhere_in_src() {
         (a.clone(), vec![b.clone()]),
         (b.clone(), vec![a.clone()]),
     ]);
-    assert!(find_circle(&looped).is_some());
+    assert!(!tangles(&looped).is_empty());
+}
+
+/// `graph` as `look` draws the folder `dir`: each file or folder directly inside it is one
+/// room (the folder's own `mod.rs` is the room `mod`), with the arrows between rooms.
+fn rooms_of(graph: &Graph, dir: &[&str]) -> Graph {
+    let room = |module: &Vec<String>| -> Option<Vec<String>> {
+        let inside =
+            module.strip_prefix(&dir.iter().map(|s| s.to_string()).collect::<Vec<_>>()[..])?;
+        Some(vec![
+            inside.first().cloned().unwrap_or_else(|| "mod".to_owned()),
+        ])
+    };
+    let mut rooms = Graph::new();
+    for (from, imports) in graph {
+        let Some(from_room) = room(from) else {
+            continue;
+        };
+        let arrows = rooms.entry(from_room.clone()).or_default();
+        for to_room in imports.iter().filter_map(room) {
+            if to_room != from_room && !arrows.contains(&to_room) {
+                arrows.push(to_room);
+            }
+        }
+    }
+    rooms
+}
+
+#[test]
+fn the_modes_are_houses_without_arrows_back_up() {
+    // A floor plan with rooms on floors has no arrow running back up exactly when the rooms'
+    // arrows make no circle; a parent's `mod.rs` is a room like any other.
+    let graph = import_graph();
+    for dir in [&["relay"][..], &["serve"], &["authserver"]] {
+        let rooms = rooms_of(&graph, dir);
+        assert!(rooms.len() > 3, "{dir:?} has rooms");
+        let tangled = tangles(&rooms);
+        assert!(
+            tangled.is_empty(),
+            "src/{} has arrows back up among these rooms: {tangled:#?}",
+            dir.join("/")
+        );
+    }
+    // A planted violation is seen: the stdio child importing the front door.
+    let mut planted = graph.clone();
+    let child = vec!["serve".to_owned(), "child".to_owned()];
+    planted
+        .get_mut(&child)
+        .expect("serve/child.rs exists")
+        .push(vec!["serve".to_owned(), "front".to_owned()]);
+    assert!(!tangles(&rooms_of(&planted, &["serve"])).is_empty());
 }
