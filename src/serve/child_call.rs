@@ -9,7 +9,8 @@ use bytes::Bytes;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::session::{Event, Session};
+use super::backend::Event;
+use super::session::Session;
 use crate::jsonrpc::message::IdKey;
 
 /// A call in the child: its events, and the guard that cancels it if nobody answers.
@@ -34,9 +35,11 @@ impl Drop for InFlight {
         if self.answered {
             return;
         }
-        self.session.forget(&self.key);
+        self.session.backend.forget(&self.key);
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": self.upstream_id, "reason": "the client closed the stream"}});
-        let _ = self.session.stdin.try_send(Bytes::from(cancel.to_string()));
+        self.session
+            .backend
+            .send_now(Bytes::from(cancel.to_string()));
         tracing::debug!(id = %self.upstream_id, "a 2026-07-28 client's call ended unanswered; cancelled in the child");
     }
 }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::auth;
+use super::backend::Undeliverable;
 use super::child::Child;
 use super::child_call::ChildCall;
 use super::child_era;
@@ -19,9 +20,11 @@ use super::config::ServeConfig;
 use super::metrics;
 use super::pool;
 use super::responses::{SseTiming, undeliverable_response};
-use super::session::{Session, Undeliverable};
+use super::server_events::ServerEvents;
+use super::session::Session;
 use super::sessions::{Refused, Sessions, new_session_id, short};
 use super::spares;
+use super::stdio_backend::StdioBackend;
 
 /// State shared by every connection.
 pub struct Gateway {
@@ -98,7 +101,7 @@ impl Gateway {
     ) -> Result<Arc<Session>, Refused> {
         let config = &self.config;
         let owner = principal.clone();
-        let (session, (mut child, mut output_rx, warm)) =
+        let (session, (mut child, mut output_rx, warm, backend)) =
             self.sessions.insert_with(owner.as_deref(), || {
                 // Among replicas the id is sealed and names this one, so the others can
                 // forward.
@@ -130,15 +133,17 @@ impl Gateway {
                         (child, output_rx, false)
                     }
                 };
-                let session = Arc::new(Session::new(
-                    id,
-                    principal,
+                let events = Arc::new(ServerEvents::new(short(&id), config.replay_buffer));
+                let backend = Arc::new(StdioBackend::new(
+                    short(&id),
                     child.stdin.clone(),
                     config.max_requests_per_session,
-                    config.replay_buffer,
                     pooled,
+                    events.clone(),
                 ));
-                Ok((session, (child, output_rx, warm)))
+                let session =
+                    Arc::new(Session::new(id, principal, backend.clone(), events, pooled));
+                Ok((session, (child, output_rx, warm, backend)))
             })?;
         self.metrics
             .sessions_created
@@ -149,7 +154,7 @@ impl Gateway {
         let router = session.clone();
         tokio::spawn(async move {
             while let Some(output) = output_rx.recv().await {
-                router.route(output);
+                backend.route(output);
             }
             // Its stdout closed: whatever it does now (it may linger, or leave processes
             // behind that keep its group alive), no answer can come any more.

@@ -12,9 +12,10 @@ use http::header::ACCEPT;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
+use super::backend::{Conflict, Event, request_progress_token};
 use super::gateway::Gateway;
 use super::responses::{compact, empty, header, json, json_error, sse_body, sse_event, text};
-use super::session::{Conflict, Event, Session, request_progress_token};
+use super::session::Session;
 use super::sessions::{Refused, short};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
@@ -121,7 +122,8 @@ pub async fn post(
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
             if let Err(undeliverable) = session
-                .send_to_child(compact(body), gateway.config.response_timeout)
+                .backend
+                .send(compact(body), gateway.config.response_timeout)
                 .await
             {
                 return gateway.undeliverable("null", &undeliverable);
@@ -143,13 +145,15 @@ async fn exchange(
     let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
     let (tx, mut rx) = mpsc::channel(64);
     let line = compact(body);
-    match session.register(id.clone(), &line, request_progress_token(parsed.params), tx) {
+    let progress = request_progress_token(parsed.params);
+    match session.backend.register(id.clone(), &line, progress, tx) {
         Ok(true) => {
             if let Err(undeliverable) = session
-                .send_to_child(line, gateway.config.response_timeout)
+                .backend
+                .send(line, gateway.config.response_timeout)
                 .await
             {
-                session.forget(&id);
+                session.backend.forget(&id);
                 return gateway.undeliverable(&raw_id, &undeliverable);
             }
         }
@@ -183,7 +187,7 @@ async fn exchange(
         Ok(Some(event)) => event,
         Ok(None) => Event::Failed("the session ended".into()),
         Err(_) => {
-            session.forget(&id);
+            session.backend.forget(&id);
             return json_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &raw_id,
@@ -253,7 +257,7 @@ pub fn stream(
         );
     }
     let last = header(headers, LAST_EVENT_ID).and_then(|v| v.trim().parse::<u64>().ok());
-    let (generation, from) = session.open_stream(last);
+    let (generation, from) = session.events.open_stream(last);
     session.busy.fetch_add(1, Ordering::Relaxed);
     let busy = Busy(session.clone());
     let closing = gateway.closing.clone();
@@ -263,10 +267,10 @@ pub fn stream(
         async move {
             let session = busy.0.clone();
             loop {
-                let notified = session.outbound_changed.notified();
+                let notified = session.events.changed.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let events = session.events_from(generation, cursor)?;
+                let events = session.events.events_from(generation, cursor)?;
                 if !events.is_empty() {
                     let mut chunk = Vec::new();
                     let mut next = cursor;

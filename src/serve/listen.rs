@@ -41,7 +41,7 @@ pub async fn serve(
         .unwrap_or_default();
     let mut filter = Filter::agreed(asked, &capabilities);
     // Listen before subscribing, so no update that follows a subscription is missed.
-    let changes = backend.session.changes.subscribe();
+    let changes = backend.session.events.changes.subscribe();
     let mut subscribed = Subscribed {
         gateway: gateway.clone(),
         backend: backend.clone(),

@@ -2,13 +2,16 @@
 //! is the module list, tier by tier from the ground up, and the entry points; a lower tier
 //! never imports a higher one (`tests/it/layers.rs` holds it to that).
 
-// Children: a stdio server's processes, and the sessions that drive them.
+// Backends (the seam, and the stdio child behind it) and the sessions that drive them.
+mod backend;
 pub mod child;
 mod child_call;
 pub mod child_era;
+mod server_events;
 mod session;
 mod sessions;
 pub mod spares;
+mod stdio_backend;
 
 // What the request path checks and counts, knowing nothing of the gateway.
 pub mod auth;

@@ -88,9 +88,8 @@ pub async fn ask(
         method,
         &params,
     ));
-    let answer = backend
-        .session
-        .ask(IdKey::Str(id), line, gateway.config.response_timeout)
+    let wait = gateway.config.response_timeout;
+    let answer = super::backend::ask(&*backend.session.backend, IdKey::Str(id), line, wait)
         .await
         .ok()?;
     let mut value: Value = serde_json::from_slice(&answer).ok()?;

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::backend::{Unanswered, ask};
 use super::child_era::ChildEra;
 use super::gateway::Gateway;
 use super::pool::{Backend, Unavailable};
-use super::session::{Session, Unanswered};
+use super::session::Session;
 use super::sessions::short;
 use super::tool_cache::ToolCache;
 use crate::era::{LATEST_LEGACY_VERSION, relay_info};
@@ -30,7 +31,7 @@ pub async fn backend(
 fn modern_backend(session: Arc<Session>) -> Arc<Backend> {
     tracing::info!(session = %short(&session.id), "pooled 2026-07-28 backend ready");
     Arc::new(Backend {
-        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
+        tool_headers: ToolCache::new(session.events.changes.subscribe()).into(),
         session,
         initialize: Value::Null,
         modern: true,
@@ -63,10 +64,8 @@ async fn start(
         Unavailable::Handshake(why)
     };
     let wait = gateway.config.response_timeout;
-    let answer = match session
-        .ask(IdKey::Str(id), Bytes::from(request.to_string()), wait)
-        .await
-    {
+    let request = Bytes::from(request.to_string());
+    let answer = match ask(&*session.backend, IdKey::Str(id), request, wait).await {
         Ok(answer) => answer,
         Err(Unanswered::Refused) => {
             return Err(fail("the handshake could not be registered".into()));
@@ -101,14 +100,15 @@ async fn start(
         )));
     };
     let _ = session
-        .stdin
-        .send(Bytes::from_static(
-            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        ))
+        .backend
+        .send(
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            wait,
+        )
         .await;
     tracing::info!(session = %short(&session.id), "pooled backend ready for 2026-07-28 clients");
     Ok(Arc::new(Backend {
-        tool_headers: ToolCache::new(session.changes.subscribe()).into(),
+        tool_headers: ToolCache::new(session.events.changes.subscribe()).into(),
         session,
         initialize: result,
         modern: false,

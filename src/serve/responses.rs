@@ -13,7 +13,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use super::session::Undeliverable;
+use super::backend::Undeliverable;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 
 const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");

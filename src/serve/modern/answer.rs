@@ -17,11 +17,11 @@ use crate::era::{META_SUBSCRIPTION_ID, MISSING_CLIENT_CAPABILITY, mrtr};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{Kind, Message, parse};
 use crate::parking::{Asked, Question};
+use crate::serve::backend::Event;
 use crate::serve::child_call::ChildCall;
 use crate::serve::gateway::Gateway;
 use crate::serve::pool::Backend;
 use crate::serve::responses::{json, json_error, sse_body, sse_event};
-use crate::serve::session::Event;
 
 /// What the client asked, as far as the answer depends on it.
 pub(super) struct Request {
@@ -56,7 +56,7 @@ pub(super) async fn respond(
         Err(_) => {
             if let Some(flight) = call.flight.as_mut() {
                 flight.guard.answered = true;
-                flight.guard.session.forget(&flight.guard.key);
+                flight.guard.session.backend.forget(&flight.guard.key);
             }
             return json_error(
                 StatusCode::GATEWAY_TIMEOUT,
@@ -196,11 +196,11 @@ impl Call {
         let child_raw_id = message.id.map_or("null", |i| i.get()).to_owned();
         // Whatever happens below, this call's question is answered unless it is parked.
         if let Some(flight) = self.flight.as_ref() {
-            session.answered_question(&flight.guard.key);
+            session.backend.set_asking(&flight.guard.key, false);
         }
         if name == "ping" {
             let pong = format!(r#"{{"jsonrpc":"2.0","id":{child_raw_id},"result":{{}}}}"#);
-            let _ = session.stdin.try_send(Bytes::from(pong));
+            session.backend.send_now(Bytes::from(pong));
             return None;
         }
         let params: Value = message
@@ -259,7 +259,7 @@ impl Call {
         }
         let flight = self.flight.take().expect("the call is in flight");
         // Parked, it waits for the answer: it cannot be the one asking anything else.
-        session.asking(&flight.guard.key);
+        session.backend.set_asking(&flight.guard.key, true);
         let question = Question::new(child_raw_id, question.method, question.params);
         Some(Item::Done(
             park(&self.gateway, &self.request, flight, question),

@@ -14,11 +14,12 @@ use tokio::sync::mpsc;
 use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::IdKey;
+use crate::serve::backend::{Conflict, Undeliverable};
 use crate::serve::child_call::{ChildCall, InFlight};
 use crate::serve::gateway::Gateway;
 use crate::serve::pool::Backend;
 use crate::serve::responses::json_error;
-use crate::serve::session::{Conflict, Session, Undeliverable};
+use crate::serve::session::Session;
 
 /// Why a call could not be sent.
 pub(super) enum SendRefused {
@@ -83,7 +84,7 @@ pub(super) async fn send(
     let key = IdKey::Str(upstream_id.clone());
     let (tx, rx) = mpsc::channel(64);
     let token = remapped.then(|| format!("s:{upstream_id}"));
-    match session.register(key.clone(), &line, token, tx) {
+    match session.backend.register(key.clone(), &line, token, tx) {
         Ok(_) => {}
         Err(Conflict::Full) => {
             return Err(SendRefused::Full(gateway.config.max_requests_per_session));
@@ -98,11 +99,12 @@ pub(super) async fn send(
         answered: false,
     };
     if let Err(undeliverable) = session
-        .send_to_child(line, gateway.config.response_timeout)
+        .backend
+        .send(line, gateway.config.response_timeout)
         .await
     {
         guard.answered = true;
-        session.forget(&guard.key);
+        session.backend.forget(&guard.key);
         return Err(SendRefused::Undeliverable(undeliverable));
     }
     Ok(ChildCall { guard, rx })
@@ -112,5 +114,5 @@ pub(super) async fn send(
 /// reading).
 pub(super) fn refuse(session: &Session, child_raw_id: &str, code: i64, message: &str) {
     let refusal = error_response(child_raw_id, code, message, None);
-    let _ = session.stdin.try_send(Bytes::from(refusal));
+    session.backend.send_now(Bytes::from(refusal));
 }

@@ -196,10 +196,11 @@ async fn resume(
             );
         }
     };
-    backend.session.answered_question(&flight.guard.key);
-    if let Err(undeliverable) = backend
-        .session
-        .send_to_child(Bytes::from(answer), gateway.config.response_timeout)
+    let session = &backend.session;
+    session.backend.set_asking(&flight.guard.key, false);
+    if let Err(undeliverable) = session
+        .backend
+        .send(Bytes::from(answer), gateway.config.response_timeout)
         .await
     {
         return SendRefused::Undeliverable(undeliverable).response(gateway, &request.raw_id);
