@@ -162,7 +162,73 @@ pub fn auth_server(
         }
         return Ok(None);
     }
-    let store = match args.oauth_store.as_deref() {
+    let store = store_location(args, port)?;
+    let users = users(args, trusted_proxies)?;
+    let login = login(args)?;
+    if login.is_some() && (users.trusted_header.is_some() || users.dev_user.is_some()) {
+        return Err(
+            "choose one way to know the user: --login-oidc, --trusted-user-header or --dev-user"
+                .into(),
+        );
+    }
+    if login.is_none() && args.principal_claim_verified {
+        return Err(
+            "--principal-claim-verified belongs to --login-oidc sign-ins: add --login-oidc ISSUER"
+                .into(),
+        );
+    }
+    if login.is_none() && (!args.allow_user.is_empty() || !args.allow_domain.is_empty()) {
+        return Err(
+            "--allow-user and --allow-domain limit --login-oidc sign-ins: add --login-oidc ISSUER"
+                .into(),
+        );
+    }
+    if users.trusted_header.is_none() && users.dev_user.is_none() && login.is_none() {
+        tracing::warn!(
+            "--enable-oauth without --trusted-user-header or --dev-user: nobody can sign in until one is set"
+        );
+    }
+    let allowed_redirect_uris = https_urls(
+        &args.allow_redirect_uri,
+        |u| u.query().is_none(),
+        "--allow-redirect-uri '{}' must be an exact https URI without query, fragment or user, e.g. https://claude.ai/api/mcp/auth_callback",
+    )?;
+    let allowed_client_id_urls = https_urls(
+        &args.allow_client_id_url,
+        |u| u.path() != "/",
+        "--allow-client-id-url '{}' must be an https URL with a path, in canonical form, without fragment or user, e.g. https://app.example.com/oauth/client.json",
+    )?;
+    check_issuer_url(public_url, host)?;
+    Ok(Some(AuthServerConfig {
+        store,
+        limits: Limits {
+            max_clients: args.oauth_max_clients as usize,
+            max_grants: args.oauth_max_grants as usize,
+            max_pending_codes: args.oauth_max_pending_codes as usize,
+            connections: args.oauth_store_connections as usize,
+        },
+        access_token_ttl: args.access_token_ttl,
+        refresh_token_ttl: args.refresh_token_ttl,
+        scopes: scopes.to_vec(),
+        users,
+        allowed_redirect_uris,
+        allowed_client_id_urls,
+        login,
+        token_cache: if args.oauth_accepted_for.is_zero() {
+            0
+        } else {
+            token_cache
+        },
+        accepted_for: args.oauth_accepted_for,
+        max_form_size: args.oauth_max_form_size as usize,
+        cluster_key: None,
+    }))
+}
+
+/// `--oauth-store`: a SQLite file (by default one per port) or PostgreSQL, whose TLS to
+/// another host is checked here.
+fn store_location(args: &EmbeddedArgs, port: u16) -> Result<Location, String> {
+    Ok(match args.oauth_store.as_deref() {
         Some(raw) => {
             let location = Location::parse(raw)?;
             if let Location::Postgres(url) = &location {
@@ -174,7 +240,12 @@ pub fn auth_server(
             location
         }
         None => Location::Sqlite(default_store(port)?),
-    };
+    })
+}
+
+/// How the user is known without `--login-oidc`: `--trusted-user-header` (only from a
+/// `--trusted-proxy`) or `--dev-user`, never both.
+fn users(args: &EmbeddedArgs, trusted_proxies: bool) -> Result<Users, String> {
     let trusted_user_header = match args.trusted_user_header.as_deref() {
         None => None,
         Some(name) => {
@@ -212,40 +283,14 @@ pub fn auth_server(
             "--dev-user signs everyone in as this user: for local testing only, never on a shared host"
         );
     }
-    let login = login(args)?;
-    if login.is_some() && (trusted_user_header.is_some() || args.dev_user.is_some()) {
-        return Err(
-            "choose one way to know the user: --login-oidc, --trusted-user-header or --dev-user"
-                .into(),
-        );
-    }
-    if login.is_none() && args.principal_claim_verified {
-        return Err(
-            "--principal-claim-verified belongs to --login-oidc sign-ins: add --login-oidc ISSUER"
-                .into(),
-        );
-    }
-    if login.is_none() && (!args.allow_user.is_empty() || !args.allow_domain.is_empty()) {
-        return Err(
-            "--allow-user and --allow-domain limit --login-oidc sign-ins: add --login-oidc ISSUER"
-                .into(),
-        );
-    }
-    if trusted_user_header.is_none() && args.dev_user.is_none() && login.is_none() {
-        tracing::warn!(
-            "--enable-oauth without --trusted-user-header or --dev-user: nobody can sign in until one is set"
-        );
-    }
-    let allowed_redirect_uris = https_urls(
-        &args.allow_redirect_uri,
-        |u| u.query().is_none(),
-        "--allow-redirect-uri '{}' must be an exact https URI without query, fragment or user, e.g. https://claude.ai/api/mcp/auth_callback",
-    )?;
-    let allowed_client_id_urls = https_urls(
-        &args.allow_client_id_url,
-        |u| u.path() != "/",
-        "--allow-client-id-url '{}' must be an https URL with a path, in canonical form, without fragment or user, e.g. https://app.example.com/oauth/client.json",
-    )?;
+    Ok(Users {
+        trusted_header: trusted_user_header,
+        dev_user: args.dev_user.clone(),
+    })
+}
+
+/// The issuer's URL: `--public-url` off loopback, and https unless it is loopback.
+fn check_issuer_url(public_url: Option<&url::Url>, host: IpAddr) -> Result<(), String> {
     if public_url.is_none() {
         if !host.is_loopback() {
             return Err("--enable-oauth on a non-loopback address needs --public-url (the issuer must not come from a Host header anyone can send), e.g. --public-url https://mcp.example.com/mcp".into());
@@ -262,33 +307,7 @@ pub fn auth_server(
             "--public-url '{url}' must be https for --enable-oauth (tokens and codes travel over it), unless it is a loopback address"
         ));
     }
-    Ok(Some(AuthServerConfig {
-        store,
-        limits: Limits {
-            max_clients: args.oauth_max_clients as usize,
-            max_grants: args.oauth_max_grants as usize,
-            max_pending_codes: args.oauth_max_pending_codes as usize,
-            connections: args.oauth_store_connections as usize,
-        },
-        access_token_ttl: args.access_token_ttl,
-        refresh_token_ttl: args.refresh_token_ttl,
-        scopes: scopes.to_vec(),
-        users: Users {
-            trusted_header: trusted_user_header,
-            dev_user: args.dev_user.clone(),
-        },
-        allowed_redirect_uris,
-        allowed_client_id_urls,
-        login,
-        token_cache: if args.oauth_accepted_for.is_zero() {
-            0
-        } else {
-            token_cache
-        },
-        accepted_for: args.oauth_accepted_for,
-        max_form_size: args.oauth_max_form_size as usize,
-        cluster_key: None,
-    }))
+    Ok(())
 }
 
 /// `--login-oidc` and its companions, checked.

@@ -7,6 +7,7 @@
 //! tool's file imported, a cross-process lock).
 
 pub mod authorize;
+mod browser_flow;
 pub mod callback;
 pub mod challenge;
 mod client_credentials;

@@ -20,7 +20,7 @@ use super::request::Call;
 use crate::era::Era;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
 use crate::jsonrpc::framing::{Frame, trimmed};
-use crate::jsonrpc::message::{self, IdKey, Invalid, Kind};
+use crate::jsonrpc::message::{self, IdKey, Invalid, Kind, Message};
 
 /// The relay: the request context every task gets, the state of the two translating paths,
 /// and the tasks in flight.
@@ -78,133 +78,148 @@ async fn dispatch_one(relay: &Arc<Relay>, lane: &Lane, content: Bytes, sink: Sin
         }
     };
     match parsed.kind {
-        Kind::Request => {
-            let raw_id = parsed.id.expect("requests have ids").get().to_owned();
-            let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
-            let method = parsed.method.as_deref().unwrap_or_default().to_owned();
-            let claims_modern = detect::claims_modern(parsed.params);
-            let host_era = relay.ctx.eras.note_host_request(&method, claims_modern);
-            if method == "initialize" && !claims_modern {
-                relay
-                    .ctx
-                    .link
-                    .upstream
-                    .remember_host_initialize(parsed.params);
-                relay.to_modern.remember_initialize(parsed.params);
-            }
-            match relay.ctx.gate.register(id.clone(), &raw_id, sink) {
-                Registered::Ok => {}
-                Registered::Duplicate => {
-                    let message = format!(
-                        "request id {raw_id} is already in flight; ids must be unique among pending requests"
-                    );
-                    relay
-                        .ctx
-                        .gate
-                        .outbox()
-                        .send(error_response(&raw_id, INVALID_REQUEST, &message, None))
-                        .await;
-                    return false;
-                }
-                Registered::Full => {
-                    let message = format!(
-                        "the relay already has --max-in-flight ({}) requests waiting; retry when some have finished",
-                        relay.ctx.config.max_in_flight
-                    );
-                    relay
-                        .ctx
-                        .gate
-                        .outbox()
-                        .send(error_response(&raw_id, UPSTREAM_ERROR, &message, None))
-                        .await;
-                    return false;
-                }
-            }
-            let call = Call {
-                id: id.clone(),
-                raw_id,
-                method,
-                params: parsed
-                    .params
-                    .map(|params| content.slice_ref(params.get().as_bytes())),
-                line: content.clone(),
-            };
-            // Boxed here, once: the future holds the whole HTTP exchange (kilobytes), and
-            // spawning it unboxed copies it through every frame of the spawn.
-            let task = relay
-                .tasks
-                .spawn(Box::pin(serve_request(relay.clone(), call, host_era)));
-            relay.ctx.gate.attach(&id, task.abort_handle());
-            true
-        }
+        Kind::Request => request(relay, &content, &parsed, sink).await,
         Kind::Notification => {
-            let method = parsed.method.as_deref().unwrap_or_default();
-            let cancelled = (method == "notifications/cancelled")
-                .then(|| message::cancelled_request_id(parsed.params))
-                .flatten();
-            let upstream = relay.ctx.eras.upstream_known().map(|u| u.era());
-            match (relay.ctx.eras.host(), upstream) {
-                // A modern server gets no notifications: cancelling closes the request's
-                // stream, and nothing else a host sends has a meaning there.
-                (_, Some(Era::Modern)) | (Some(Era::Modern), None) => {
-                    if let Some(id) = &cancelled {
-                        relay.ctx.gate.cancel(id).await;
-                    }
-                    if method == "notifications/initialized"
-                        && let Some(UpstreamEra::Modern { version, discover }) =
-                            relay.ctx.eras.upstream_known()
-                    {
-                        let capabilities = discover.as_ref().and_then(|d| d.get("capabilities"));
-                        relay.to_modern.start_listening(&version, capabilities);
-                    }
-                }
-                // A modern host before a legacy server: the cancel goes upstream under the
-                // id the relay sent the request with.
-                (Some(Era::Modern), Some(Era::Legacy)) => {
-                    if let Some(id) = &cancelled {
-                        if let Some(upstream_id) = relay.to_legacy.upstream_id_of(id) {
-                            let line = format!(
-                                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{upstream_id}}}}}"#
-                            );
-                            lane.push(Bytes::from(line)).await;
-                        }
-                        relay.ctx.gate.cancel(id).await;
-                    }
-                }
-                _ => {
-                    if let Some(id) = &cancelled {
-                        relay.ctx.gate.cancel(id).await;
-                    }
-                    if method == "notifications/initialized" {
-                        // Sent in line, before anything read after it: some servers refuse
-                        // requests that arrive before initialization is complete.
-                        if relay.ctx.link.deliver(content).await {
-                            relay.ctx.restart_server_stream();
-                        }
-                    } else {
-                        lane.push(content).await;
-                    }
-                }
-            }
+            notification(relay, lane, &content, &parsed).await;
             false
         }
         Kind::Response => {
-            // An answer to a question the relay itself asked the host?
-            if let Some(id) = parsed.id.and_then(IdKey::from_raw)
-                && relay.ctx.host_requests.answer(&id, content.to_vec())
-            {
-                return false;
-            }
-            match relay.ctx.eras.upstream_known() {
-                Some(UpstreamEra::Modern { .. }) => {
-                    tracing::warn!(
-                        "dropped an answer from the host that matches no question of the relay's"
-                    );
-                }
-                _ => lane.push(content).await,
-            }
+            response(relay, lane, &content, &parsed).await;
             false
         }
+    }
+}
+
+/// A host request: registered at the gate (or refused there), then served on its own
+/// task. Returns whether an answer will come to `sink`.
+async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink: Sink) -> bool {
+    let raw_id = parsed.id.expect("requests have ids").get().to_owned();
+    let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
+    let method = parsed.method.as_deref().unwrap_or_default().to_owned();
+    let claims_modern = detect::claims_modern(parsed.params);
+    let host_era = relay.ctx.eras.note_host_request(&method, claims_modern);
+    if method == "initialize" && !claims_modern {
+        relay
+            .ctx
+            .link
+            .upstream
+            .remember_host_initialize(parsed.params);
+        relay.to_modern.remember_initialize(parsed.params);
+    }
+    match relay.ctx.gate.register(id.clone(), &raw_id, sink) {
+        Registered::Ok => {}
+        Registered::Duplicate => {
+            let message = format!(
+                "request id {raw_id} is already in flight; ids must be unique among pending requests"
+            );
+            relay
+                .ctx
+                .gate
+                .outbox()
+                .send(error_response(&raw_id, INVALID_REQUEST, &message, None))
+                .await;
+            return false;
+        }
+        Registered::Full => {
+            let message = format!(
+                "the relay already has --max-in-flight ({}) requests waiting; retry when some have finished",
+                relay.ctx.config.max_in_flight
+            );
+            relay
+                .ctx
+                .gate
+                .outbox()
+                .send(error_response(&raw_id, UPSTREAM_ERROR, &message, None))
+                .await;
+            return false;
+        }
+    }
+    let call = Call {
+        id: id.clone(),
+        raw_id,
+        method,
+        params: parsed
+            .params
+            .map(|params| content.slice_ref(params.get().as_bytes())),
+        line: content.clone(),
+    };
+    // Boxed here, once: the future holds the whole HTTP exchange (kilobytes), and
+    // spawning it unboxed copies it through every frame of the spawn.
+    let task = relay
+        .tasks
+        .spawn(Box::pin(serve_request(relay.clone(), call, host_era)));
+    relay.ctx.gate.attach(&id, task.abort_handle());
+    true
+}
+
+/// A host notification: a cancel closes the request it names (and goes upstream under the
+/// id the relay used), `initialized` goes in line; the rest to a handshake-era server.
+async fn notification(relay: &Arc<Relay>, lane: &Lane, content: &Bytes, parsed: &Message<'_>) {
+    let method = parsed.method.as_deref().unwrap_or_default();
+    let cancelled = (method == "notifications/cancelled")
+        .then(|| message::cancelled_request_id(parsed.params))
+        .flatten();
+    let upstream = relay.ctx.eras.upstream_known().map(|u| u.era());
+    match (relay.ctx.eras.host(), upstream) {
+        // A modern server gets no notifications: cancelling closes the request's
+        // stream, and nothing else a host sends has a meaning there.
+        (_, Some(Era::Modern)) | (Some(Era::Modern), None) => {
+            if let Some(id) = &cancelled {
+                relay.ctx.gate.cancel(id).await;
+            }
+            if method == "notifications/initialized"
+                && let Some(UpstreamEra::Modern { version, discover }) =
+                    relay.ctx.eras.upstream_known()
+            {
+                let capabilities = discover.as_ref().and_then(|d| d.get("capabilities"));
+                relay.to_modern.start_listening(&version, capabilities);
+            }
+        }
+        // A modern host before a legacy server: the cancel goes upstream under the
+        // id the relay sent the request with.
+        (Some(Era::Modern), Some(Era::Legacy)) => {
+            if let Some(id) = &cancelled {
+                if let Some(upstream_id) = relay.to_legacy.upstream_id_of(id) {
+                    let line = format!(
+                        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{upstream_id}}}}}"#
+                    );
+                    lane.push(Bytes::from(line)).await;
+                }
+                relay.ctx.gate.cancel(id).await;
+            }
+        }
+        _ => {
+            if let Some(id) = &cancelled {
+                relay.ctx.gate.cancel(id).await;
+            }
+            if method == "notifications/initialized" {
+                // Sent in line, before anything read after it: some servers refuse
+                // requests that arrive before initialization is complete.
+                if relay.ctx.link.deliver(content.clone()).await {
+                    relay.ctx.restart_server_stream();
+                }
+            } else {
+                lane.push(content.clone()).await;
+            }
+        }
+    }
+}
+
+/// A host answer: to the relay's own question, or to the server's.
+async fn response(relay: &Arc<Relay>, lane: &Lane, content: &Bytes, parsed: &Message<'_>) {
+    // An answer to a question the relay itself asked the host?
+    if let Some(id) = parsed.id.and_then(IdKey::from_raw)
+        && relay.ctx.host_requests.answer(&id, content.to_vec())
+    {
+        return;
+    }
+    match relay.ctx.eras.upstream_known() {
+        Some(UpstreamEra::Modern { .. }) => {
+            tracing::warn!(
+                "dropped an answer from the host that matches no question of the relay's"
+            );
+        }
+        _ => lane.push(content.clone()).await,
     }
 }
 

@@ -4,21 +4,50 @@
 
 use std::io::Read;
 
-use regex::RegexBuilder;
+use regex::{Regex, RegexBuilder};
 use serde_json::{Value, json};
 
 use super::{Context, Failure, Output, ToolResult, bool_arg, glob_arg, string_arg, u64_arg};
 use crate::sandbox::problem::Problem;
+use crate::sandbox::workspace::Workspace;
 
 pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
-    let workspace = context.workspace;
+    let regex = pattern(arguments)?;
+    let glob = glob_arg(arguments)?;
+    let around = u64_arg(arguments, "context").unwrap_or(0) as usize;
+    let start = string_arg(arguments, "path").unwrap_or(".");
+    let (files, walk_cut) = files_beneath(start, glob.as_ref(), context)?;
+    let found = search_files(files, &regex, around, context)?;
+    let text = found
+        .matches
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}: {}",
+                m["path"].as_str().unwrap_or_default(),
+                m["line"],
+                m["text"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let truncated = walk_cut || found.truncated;
+    Ok(Output {
+        text,
+        structured: json!({"matches": found.matches, "files_searched": found.searched, "truncated": truncated}),
+        untrusted: Some("search results".into()),
+    })
+}
+
+/// The `pattern` argument as a regular expression (escaped with `literal`).
+fn pattern(arguments: &Value) -> Result<Regex, Failure> {
     let pattern = string_arg(arguments, "pattern").unwrap_or_default();
     let source = if bool_arg(arguments, "literal") {
         regex::escape(pattern)
     } else {
         pattern.to_owned()
     };
-    let regex = RegexBuilder::new(&source)
+    RegexBuilder::new(&source)
         .case_insensitive(bool_arg(arguments, "case_insensitive"))
         .size_limit(1 << 20)
         .build()
@@ -29,68 +58,96 @@ pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
                 "fix the pattern, or pass literal: true to search for the text as it is",
             )
             .on("pattern")
-        })?;
-    let glob = glob_arg(arguments)?;
-    let around = u64_arg(arguments, "context").unwrap_or(0) as usize;
-    let start = string_arg(arguments, "path").unwrap_or(".");
+        })
+}
+
+/// The files beneath `start` that `glob` takes, in name order, walked without following a
+/// link out and without `.git`; true when `--max-files` cut the walk short.
+fn files_beneath(
+    start: &str,
+    glob: Option<&globset::GlobMatcher>,
+    context: &Context<'_>,
+) -> Result<(Vec<String>, bool), Failure> {
+    let workspace = context.workspace;
     let first = workspace
         .open_beneath(start, rustix::fs::OFlags::PATH)
         .map_err(|r| Failure::refused(&r, workspace))?;
     let mut files = Vec::new();
     let mut queue = vec![(first.path.clone(), first.kind)];
-    let mut walked = 0usize;
-    let mut truncated = false;
     while let Some((path, kind)) = queue.pop() {
         if let Some(stop) = context.stop() {
             return Err(stop);
         }
         if kind == rustix::fs::FileType::Directory {
-            let Ok(opened) = workspace.open_dir(if path.is_empty() { "." } else { &path }) else {
-                continue;
-            };
-            let Ok(reader) = rustix::fs::Dir::read_from(&opened.fd) else {
-                continue;
-            };
-            let mut children: Vec<(String, rustix::fs::FileType)> = reader
-                .filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    (name != "." && name != ".." && name != ".git").then(|| {
-                        (
-                            if path.is_empty() {
-                                name.clone()
-                            } else {
-                                format!("{path}/{name}")
-                            },
-                            e.file_type(),
-                        )
-                    })
-                })
-                .collect();
-            children.sort_by(|a, b| a.0.cmp(&b.0));
-            children.reverse();
-            queue.extend(children);
+            queue.extend(children(workspace, &path));
             continue;
         }
-        if glob.as_ref().is_some_and(|g| !g.is_match(&path)) {
+        if glob.is_some_and(|g| !g.is_match(&path)) {
             continue;
         }
-        walked += 1;
-        if walked > context.limits.max_files {
-            truncated = true;
-            break;
+        if files.len() >= context.limits.max_files {
+            return Ok((files, true));
         }
         files.push(path);
     }
-    let mut matches = Vec::new();
-    let mut searched = 0;
-    'files: for path in files {
+    Ok((files, false))
+}
+
+/// A folder's entries (not `.git`), last name first so the walk pops them in order.
+fn children(workspace: &Workspace, path: &str) -> Vec<(String, rustix::fs::FileType)> {
+    let Ok(opened) = workspace.open_dir(if path.is_empty() { "." } else { path }) else {
+        return Vec::new();
+    };
+    let Ok(reader) = rustix::fs::Dir::read_from(&opened.fd) else {
+        return Vec::new();
+    };
+    let mut children: Vec<(String, rustix::fs::FileType)> = reader
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name != "." && name != ".." && name != ".git").then(|| {
+                (
+                    if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}/{name}")
+                    },
+                    e.file_type(),
+                )
+            })
+        })
+        .collect();
+    children.sort_by(|a, b| a.0.cmp(&b.0));
+    children.reverse();
+    children
+}
+
+/// What the search found: the matches (each with `around` lines of context), how many
+/// files were read, and whether `--max-matches` cut it short.
+struct Found {
+    matches: Vec<Value>,
+    searched: usize,
+    truncated: bool,
+}
+
+fn search_files(
+    files: Vec<String>,
+    regex: &Regex,
+    around: usize,
+    context: &Context<'_>,
+) -> Result<Found, Failure> {
+    let mut found = Found {
+        matches: Vec::new(),
+        searched: 0,
+        truncated: false,
+    };
+    for path in files {
         if let Some(stop) = context.stop() {
             return Err(stop);
         }
         // Opened beneath the root like any read: a symlink out, a denied file, a FIFO or
         // a device is skipped, never followed or read.
-        let Ok((file, opened)) = workspace.open_file(&path) else {
+        let Ok((file, opened)) = context.workspace.open_file(&path) else {
             continue;
         };
         let mut bytes = Vec::new();
@@ -104,19 +161,19 @@ pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
         let Ok(text) = String::from_utf8(bytes) else {
             continue;
         };
-        searched += 1;
+        found.searched += 1;
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             if !regex.is_match(line) {
                 continue;
             }
-            if matches.len() >= context.limits.max_matches {
-                truncated = true;
-                break 'files;
+            if found.matches.len() >= context.limits.max_matches {
+                found.truncated = true;
+                return Ok(found);
             }
             let from = i.saturating_sub(around);
             let to = (i + around + 1).min(lines.len());
-            matches.push(json!({
+            found.matches.push(json!({
                 "path": opened.path,
                 "line": i + 1,
                 "text": line,
@@ -124,21 +181,5 @@ pub fn search_text(arguments: &Value, context: &Context<'_>) -> ToolResult {
             }));
         }
     }
-    let text = matches
-        .iter()
-        .map(|m| {
-            format!(
-                "{}:{}: {}",
-                m["path"].as_str().unwrap_or_default(),
-                m["line"],
-                m["text"].as_str().unwrap_or_default()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Ok(Output {
-        text,
-        structured: json!({"matches": matches, "files_searched": searched, "truncated": truncated}),
-        untrusted: Some("search results".into()),
-    })
+    Ok(found)
 }

@@ -7,15 +7,43 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
+use http::HeaderMap;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Method, StatusCode, Uri};
 
 use super::{ACCEPT_BOTH, ACCEPT_SSE, LAST_EVENT_ID, Posted, SESSION_ID, Upstream, Wire};
 use crate::http::response::{ErrorKind, HttpError, Response};
 use crate::http::sse::root_cause;
-use crate::oauth::challenge;
+use crate::oauth::challenge::{self, Challenge};
 use crate::relay::gate::Failure;
 use crate::relay::link::response::requested_delay;
+
+/// Why a refusal is worth one more try with a fresh token, each at most once per request.
+enum Reauthorize {
+    /// 401: refresh the token, or log in.
+    Refused(Option<Challenge>),
+    /// 403 `insufficient_scope`: log in for the union of scopes.
+    Scope(Challenge),
+}
+
+fn reauthorize(response: &Response, reauthorized: bool, stepped_up: bool) -> Option<Reauthorize> {
+    let challenge = || {
+        challenge::bearer(
+            response
+                .headers()
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        )
+    };
+    match response.status() {
+        StatusCode::UNAUTHORIZED if !reauthorized => Some(Reauthorize::Refused(challenge())),
+        StatusCode::FORBIDDEN if !stepped_up => challenge()
+            .filter(|c| c.error.as_deref() == Some("insufficient_scope"))
+            .map(Reauthorize::Scope),
+        _ => None,
+    }
+}
 
 impl Upstream {
     /// POSTs one message. Retries when the request provably was not sent (connection
@@ -65,18 +93,7 @@ impl Upstream {
         let mut reauthorized = false;
         let mut stepped_up = false;
         loop {
-            let (mut headers, generation, carried_session) = match wire {
-                Wire::Legacy { initialize } => self.headers(ACCEPT_BOTH, !initialize),
-                Wire::Modern { headers: extra, .. } => {
-                    let (mut headers, generation, _) = self.headers(ACCEPT_BOTH, false);
-                    // Never a session id on a stateless request, even one given with -H.
-                    headers.remove(SESSION_ID);
-                    for (name, value) in extra.iter() {
-                        headers.insert(name, value.clone());
-                    }
-                    (headers, generation, false)
-                }
-            };
+            let (mut headers, generation, carried_session) = self.post_headers(wire);
             if let Some(value) = &authorization {
                 headers.insert(AUTHORIZATION, value.clone());
             }
@@ -87,53 +104,22 @@ impl Upstream {
             let retries_left = attempt < self.max_retries;
             attempt += 1;
             match sent {
-                // A refused token: refresh it (or log in) once, then send again. The request
+                // A refused token: refresh it (or log in) once, then send again; not enough
+                // scope: log in again for the union of scopes (step-up), once. The request
                 // was not executed, so this is safe for any method and costs no retry.
                 Ok(response)
-                    if response.status() == StatusCode::UNAUTHORIZED
-                        && !reauthorized
-                        && let Some(auth) = &self.auth =>
+                    if self.auth.is_some()
+                        && let Some(why) = reauthorize(&response, reauthorized, stepped_up) =>
                 {
-                    reauthorized = true;
+                    match why {
+                        Reauthorize::Refused(_) => reauthorized = true,
+                        Reauthorize::Scope(_) => stepped_up = true,
+                    }
                     attempt -= 1;
-                    let challenge = challenge::bearer(
-                        response
-                            .headers()
-                            .get_all(WWW_AUTHENTICATE)
-                            .iter()
-                            .filter_map(|v| v.to_str().ok()),
+                    authorization = Some(
+                        self.fresh_authorization(why, authorization.as_ref())
+                            .await?,
                     );
-                    let fresh = auth
-                        .after_unauthorized(authorization.as_ref(), challenge)
-                        .await
-                        .map_err(|e| {
-                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 401}))
-                        })?;
-                    authorization = Some(fresh);
-                }
-                // Not enough scope: log in again for the union of scopes (step-up), once.
-                Ok(response)
-                    if response.status() == StatusCode::FORBIDDEN
-                        && !stepped_up
-                        && let Some(auth) = &self.auth
-                        && let Some(challenge) = challenge::bearer(
-                            response
-                                .headers()
-                                .get_all(WWW_AUTHENTICATE)
-                                .iter()
-                                .filter_map(|v| v.to_str().ok()),
-                        )
-                        && challenge.error.as_deref() == Some("insufficient_scope") =>
-                {
-                    stepped_up = true;
-                    attempt -= 1;
-                    let fresh = auth
-                        .after_insufficient_scope(authorization.as_ref(), challenge)
-                        .await
-                        .map_err(|e| {
-                            Failure::upstream(e).with_data(serde_json::json!({"httpStatus": 403}))
-                        })?;
-                    authorization = Some(fresh);
                 }
                 Ok(response) if is_rate_limited(response.status()) && retries_left => {
                     let asked = requested_delay(&response);
@@ -169,6 +155,41 @@ impl Upstream {
                 Err(e) => return Err(self.send_failure(&e, attempt, replay_safe)),
             }
         }
+    }
+
+    /// A POST's headers for `wire`, the session generation they carry, and whether they
+    /// carry the session id.
+    fn post_headers(&self, wire: &Wire<'_>) -> (HeaderMap, u64, bool) {
+        match wire {
+            Wire::Legacy { initialize } => self.headers(ACCEPT_BOTH, !initialize),
+            Wire::Modern { headers: extra, .. } => {
+                let (mut headers, generation, _) = self.headers(ACCEPT_BOTH, false);
+                // Never a session id on a stateless request, even one given with -H.
+                headers.remove(SESSION_ID);
+                for (name, value) in extra.iter() {
+                    headers.insert(name, value.clone());
+                }
+                (headers, generation, false)
+            }
+        }
+    }
+
+    /// A new `Authorization` after a refusal worth one more try.
+    async fn fresh_authorization(
+        &self,
+        why: Reauthorize,
+        sent: Option<&HeaderValue>,
+    ) -> Result<HeaderValue, Failure> {
+        let auth = self.auth.as_ref().expect("only with a login to renew");
+        let (fresh, status) = match why {
+            Reauthorize::Refused(challenge) => {
+                (auth.after_unauthorized(sent, challenge).await, 401)
+            }
+            Reauthorize::Scope(challenge) => {
+                (auth.after_insufficient_scope(sent, challenge).await, 403)
+            }
+        };
+        fresh.map_err(|e| Failure::upstream(e).with_data(serde_json::json!({"httpStatus": status})))
     }
 
     fn send_failure(&self, e: &HttpError, attempts: u32, replay_safe: bool) -> Failure {
