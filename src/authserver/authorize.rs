@@ -249,11 +249,12 @@ fn refuse(invalid: Invalid, issuer: &Issuer) -> Reply {
     }
 }
 
-async fn validate(
+/// The client and where its answer goes: until both are known, a problem is shown on a page
+/// (it cannot be sent back to a redirect URI nobody vouched for).
+async fn client_and_redirect(
     server: &AuthServer,
     params: &Params,
-    issuer: &Issuer,
-) -> Result<Authorization, Invalid> {
+) -> Result<(String, ClientRecord, String), Invalid> {
     let single = |name: &str| params.single(name).map_err(Invalid::Page);
     let client_id = single("client_id")?
         .ok_or_else(|| Invalid::Page("the request names no client_id".into()))?
@@ -280,6 +281,15 @@ async fn validate(
             ));
         }
     };
+    Ok((client_id, client, redirect_uri))
+}
+
+async fn validate(
+    server: &AuthServer,
+    params: &Params,
+    issuer: &Issuer,
+) -> Result<Authorization, Invalid> {
+    let (client_id, client, redirect_uri) = client_and_redirect(server, params).await?;
     // From here on, errors go back to the client.
     let (state, doubled_state) = match params.single("state") {
         Ok(state) => (state.map(str::to_owned), None),

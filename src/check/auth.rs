@@ -96,26 +96,7 @@ pub(super) async fn authenticate(
     let has_server = report.auth.issuer.is_some();
     if let Some(given) = config.headers.get(http::header::AUTHORIZATION) {
         report.auth.credential = config.credential;
-        wire.authorization = Some(given.clone());
-        let again = wire
-            .discover()
-            .await
-            .map_err(|e| unreachable(&config.url, &e))?;
-        if !matches!(again.status.as_u16(), 401 | 403) {
-            return Ok(again);
-        }
-        return Err(failed(
-            format!("HTTP {} to the credential given", again.status),
-            if again.status == StatusCode::FORBIDDEN {
-                "the credential lacks a permission (scope) this server needs".to_owned()
-            } else if has_server {
-                format!(
-                    "the token is not accepted; get a new one, or run `{login}` and leave --bearer-token out"
-                )
-            } else {
-                "the token is not accepted; check it with the server's operator".to_owned()
-            },
-        ));
+        return with_given_credential(config, wire, given.clone(), has_server, &login).await;
     }
     // A new login is run only when this check was allowed to run one: `--oauth` (a
     // browser) or a client that logs in by itself (client credentials).
@@ -186,6 +167,37 @@ pub(super) async fn authenticate(
             format!("log in again: run `{login}`"),
         )),
     }
+}
+
+/// The request again with the credential given on the command line, which is not
+/// replaced: a refusal says what to change.
+async fn with_given_credential(
+    config: &CheckConfig,
+    wire: &mut Wire,
+    given: http::HeaderValue,
+    has_server: bool,
+    login: &str,
+) -> Result<wire::Posted, Failed> {
+    wire.authorization = Some(given);
+    let again = wire
+        .discover()
+        .await
+        .map_err(|e| unreachable(&config.url, &e))?;
+    if !matches!(again.status.as_u16(), 401 | 403) {
+        return Ok(again);
+    }
+    Err(failed(
+        format!("HTTP {} to the credential given", again.status),
+        if again.status == StatusCode::FORBIDDEN {
+            "the credential lacks a permission (scope) this server needs".to_owned()
+        } else if has_server {
+            format!(
+                "the token is not accepted; get a new one, or run `{login}` and leave --bearer-token out"
+            )
+        } else {
+            "the token is not accepted; check it with the server's operator".to_owned()
+        },
+    ))
 }
 
 fn refused_or(posted: wire::Posted, login: &str) -> Result<wire::Posted, Failed> {

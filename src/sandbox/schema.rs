@@ -79,6 +79,28 @@ pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), Invalid> 
             format!("{at} must be one of {}", Value::Array(allowed.clone())),
         ));
     }
+    check_bounds(schema, value, at)?;
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && array.len() as u64 > max
+        {
+            return Err(invalid(
+                at.to_owned(),
+                format!("{at} may have at most {max} items"),
+            ));
+        }
+        for (i, item) in array.iter().enumerate() {
+            validate(items, item, &format!("{at}[{i}]"))?;
+        }
+    }
+    if let Some(object) = value.as_object() {
+        check_object(schema, object, at)?;
+    }
+    Ok(())
+}
+
+/// `minimum` and `maximum` of a number, `minLength` and `maxLength` of a string.
+fn check_bounds(schema: &Value, value: &Value, at: &str) -> Result<(), Invalid> {
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && n < min
@@ -116,46 +138,41 @@ pub fn validate(schema: &Value, value: &Value, at: &str) -> Result<(), Invalid> 
             ));
         }
     }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-            && array.len() as u64 > max
-        {
+    Ok(())
+}
+
+/// `required`, and each property against its own schema (`additionalProperties: false`
+/// refusing the unknown).
+fn check_object(
+    schema: &Value,
+    object: &serde_json::Map<String, Value>,
+    at: &str,
+) -> Result<(), Invalid> {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for name in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !object.contains_key(name) {
             return Err(invalid(
-                at.to_owned(),
-                format!("{at} may have at most {max} items"),
+                format!("{at}.{name}"),
+                format!("{at}.{name} is required"),
             ));
         }
-        for (i, item) in array.iter().enumerate() {
-            validate(items, item, &format!("{at}[{i}]"))?;
-        }
     }
-    if let Some(object) = value.as_object() {
-        let properties = schema.get("properties").and_then(Value::as_object);
-        for name in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if !object.contains_key(name) {
+    for (name, item) in object {
+        match properties.and_then(|p| p.get(name)) {
+            Some(sub) => validate(sub, item, &format!("{at}.{name}"))?,
+            None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
                 return Err(invalid(
                     format!("{at}.{name}"),
-                    format!("{at}.{name} is required"),
+                    format!("{at}.{name} is not a known argument"),
                 ));
             }
-        }
-        for (name, item) in object {
-            match properties.and_then(|p| p.get(name)) {
-                Some(sub) => validate(sub, item, &format!("{at}.{name}"))?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(invalid(
-                        format!("{at}.{name}"),
-                        format!("{at}.{name} is not a known argument"),
-                    ));
-                }
-                None => {}
-            }
+            None => {}
         }
     }
     Ok(())

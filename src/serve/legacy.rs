@@ -47,55 +47,7 @@ pub async fn post(
                 "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
             );
         }
-        if gateway.closing.is_cancelled() {
-            return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
-        }
-        if gateway.draining.is_cancelled() {
-            // Nothing was started: safe for a load balancer to retry on another replica.
-            return json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                raw_id,
-                INTERNAL_ERROR,
-                "Service Unavailable: this replica is shutting down and takes no new sessions; retry (another replica will take it)",
-            );
-        }
-        let session = match gateway.open_session(principal, false) {
-            Ok(session) => session,
-            Err(Refused::Full(max)) => {
-                return json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    raw_id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "Service Unavailable: --max-sessions ({max}) sessions are open; try again later"
-                    ),
-                );
-            }
-            Err(Refused::PrincipalFull(max)) => {
-                return json_error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    raw_id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one (DELETE) or let one idle out"
-                    ),
-                );
-            }
-            Err(Refused::Spawn(why)) => {
-                tracing::error!("{why}");
-                return json_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    raw_id,
-                    INTERNAL_ERROR,
-                    "Internal error: the MCP server could not be started",
-                );
-            }
-        };
-        let mut response = exchange(gateway, &session, body, parsed).await;
-        if let Ok(value) = HeaderValue::from_str(&session.id) {
-            response.headers_mut().insert(SESSION_ID, value);
-        }
-        return response;
+        return initialize(gateway, principal, body, parsed).await;
     }
     let Some(session_id) = session_header else {
         return json_error(
@@ -131,6 +83,66 @@ pub async fn post(
             empty(StatusCode::ACCEPTED)
         }
     }
+}
+
+/// `initialize`: a new session (unless serve is closing or draining, or a bound is
+/// reached), its child given the request, and the session's id on the answer.
+async fn initialize(
+    gateway: &Arc<Gateway>,
+    principal: Option<String>,
+    body: &Bytes,
+    parsed: &message::Message<'_>,
+) -> Response<Body> {
+    let raw_id = parsed.id.map_or("null", |i| i.get());
+    if gateway.closing.is_cancelled() {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+    }
+    if gateway.draining.is_cancelled() {
+        // Nothing was started: safe for a load balancer to retry on another replica.
+        return json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            raw_id,
+            INTERNAL_ERROR,
+            "Service Unavailable: this replica is shutting down and takes no new sessions; retry (another replica will take it)",
+        );
+    }
+    let session = match gateway.open_session(principal, false) {
+        Ok(session) => session,
+        Err(Refused::Full(max)) => {
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Service Unavailable: --max-sessions ({max}) sessions are open; try again later"
+                ),
+            );
+        }
+        Err(Refused::PrincipalFull(max)) => {
+            return json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                raw_id,
+                INTERNAL_ERROR,
+                &format!(
+                    "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one (DELETE) or let one idle out"
+                ),
+            );
+        }
+        Err(Refused::Spawn(why)) => {
+            tracing::error!("{why}");
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                raw_id,
+                INTERNAL_ERROR,
+                "Internal error: the MCP server could not be started",
+            );
+        }
+    };
+    let mut response = exchange(gateway, &session, body, parsed).await;
+    if let Ok(value) = HeaderValue::from_str(&session.id) {
+        response.headers_mut().insert(SESSION_ID, value);
+    }
+    response
 }
 
 /// Sends one request to the session's child and answers with JSON (when the answer comes

@@ -90,13 +90,22 @@ impl Metrics {
     }
 
     pub fn render(&self, gauges: &Gauges) -> String {
+        let mut out = String::new();
+        self.render_gauges(&mut out, gauges);
+        self.render_counters(&mut out);
+        self.render_by_label(&mut out);
+        self.render_latency(&mut out);
+        out
+    }
+
+    /// What is now: sessions, children, spares, requests waiting, live tasks.
+    fn render_gauges(&self, out: &mut String, gauges: &Gauges) {
         let Gauges {
             sessions,
             spares,
             pending_requests,
         } = *gauges;
         let children = sessions + spares;
-        let mut out = String::new();
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_sessions Open sessions.\n# TYPE mcp_stdio_sessions gauge\nmcp_stdio_sessions {sessions}"
@@ -122,6 +131,10 @@ impl Metrics {
             out,
             "# HELP mcp_stdio_tasks Live asynchronous tasks in the process.\n# TYPE mcp_stdio_tasks gauge\nmcp_stdio_tasks {tasks}"
         );
+    }
+
+    /// What has happened: sessions made, children gone, requests from and refused to other replicas.
+    fn render_counters(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_sessions_created_total Sessions created.\n# TYPE mcp_stdio_sessions_created_total counter\nmcp_stdio_sessions_created_total {}",
@@ -132,6 +145,25 @@ impl Metrics {
             "# HELP mcp_stdio_children_exited_total Child processes that exited on their own.\n# TYPE mcp_stdio_children_exited_total counter\nmcp_stdio_children_exited_total {}",
             self.children_exited.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_requests_total Requests served for another replica.\n# TYPE mcp_stdio_peer_requests_total counter\nmcp_stdio_peer_requests_total {}",
+            self.from_peers.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_refused_total Requests whose replica-to-replica header did not verify.\n# TYPE mcp_stdio_peer_refused_total counter\nmcp_stdio_peer_refused_total {}",
+            self.peer_refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_stdio_peer_replayed_total Requests refused because their replica-to-replica header was seen before (counted in peer_refused too).\n# TYPE mcp_stdio_peer_replayed_total counter\nmcp_stdio_peer_replayed_total {}",
+            self.peer_replayed.load(Ordering::Relaxed)
+        );
+    }
+
+    /// Requests by method and status, authentication by outcome, forwards by outcome.
+    fn render_by_label(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_requests_total MCP requests by method and HTTP status.\n# TYPE mcp_stdio_requests_total counter"
@@ -159,21 +191,10 @@ impl Metrics {
                 "mcp_stdio_forwarded_total{{outcome=\"{outcome}\"}} {n}"
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP mcp_stdio_peer_requests_total Requests served for another replica.\n# TYPE mcp_stdio_peer_requests_total counter\nmcp_stdio_peer_requests_total {}",
-            self.from_peers.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_stdio_peer_refused_total Requests whose replica-to-replica header did not verify.\n# TYPE mcp_stdio_peer_refused_total counter\nmcp_stdio_peer_refused_total {}",
-            self.peer_refused.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_stdio_peer_replayed_total Requests refused because their replica-to-replica header was seen before (counted in peer_refused too).\n# TYPE mcp_stdio_peer_replayed_total counter\nmcp_stdio_peer_replayed_total {}",
-            self.peer_replayed.load(Ordering::Relaxed)
-        );
+    }
+
+    /// The time to answer, as a histogram.
+    fn render_latency(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP mcp_stdio_request_duration_seconds Time to answer (or to start streaming).\n# TYPE mcp_stdio_request_duration_seconds histogram"
@@ -191,7 +212,6 @@ impl Metrics {
             "mcp_stdio_request_duration_seconds_bucket{{le=\"+Inf\"}} {count}\nmcp_stdio_request_duration_seconds_sum {}\nmcp_stdio_request_duration_seconds_count {count}",
             self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
         );
-        out
     }
 }
 

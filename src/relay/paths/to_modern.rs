@@ -259,43 +259,51 @@ async fn forward(
                 )).await;
             }
             rounds += 1;
-            let input = match mrtr::read(result) {
-                Ok(input) => input,
+            match next_round(path, result, tree()).await {
+                Ok(params) => body_params = Cow::Owned(params),
                 Err(why) => return give_up(path, request, &why).await,
-            };
-            let capabilities = path.profile.get().capabilities;
-            let responses = match ask_host(path, &capabilities, &input.requests).await {
-                Ok(responses) => responses,
-                Err(why) => return give_up(path, request, &why).await,
-            };
-            let Some(original) = tree() else {
-                return give_up(
-                    path,
-                    request,
-                    "the request's params hold a value this relay cannot re-send (a number out of range or a lone surrogate), so the server's question cannot be answered",
-                )
-                .await;
-            };
-            body_params = Cow::Owned(mrtr::retry_params(
-                &original,
-                responses,
-                input.request_state.as_deref(),
-            ));
+            }
             continue;
         }
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
-            request.raw_id,
-        )
-        .into_bytes();
-        let line = if method == "tools/list" {
-            path.ctx.tools.filter_answer(line)
-        } else {
-            line
-        };
-        path.ctx.gate.deliver(&request.id, line).await;
+        deliver_result(path, request, result).await;
         return Ok(());
     }
+}
+
+/// The params of the next round once the host has answered the questions in `result`
+/// (an `input_required` result), or why there can be none. `original`: the request's
+/// params as a tree (`None` when they hold what a tree cannot).
+async fn next_round(
+    path: &ToModern,
+    result: &str,
+    original: Option<Map<String, Value>>,
+) -> Result<String, String> {
+    let input = mrtr::read(result)?;
+    let capabilities = path.profile.get().capabilities;
+    let responses = ask_host(path, &capabilities, &input.requests).await?;
+    let Some(original) = original else {
+        return Err("the request's params hold a value this relay cannot re-send (a number out of range or a lone surrogate), so the server's question cannot be answered".into());
+    };
+    Ok(mrtr::retry_params(
+        &original,
+        responses,
+        input.request_state.as_deref(),
+    ))
+}
+
+/// The host's answer: the server's result under the host's id (a `tools/list` filtered).
+async fn deliver_result(path: &ToModern, request: &Call, result: &str) {
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        request.raw_id,
+    )
+    .into_bytes();
+    let line = if request.method == "tools/list" {
+        path.ctx.tools.filter_answer(line)
+    } else {
+        line
+    };
+    path.ctx.gate.deliver(&request.id, line).await;
 }
 
 /// Puts each embedded request to the host as a real request, all at once, and collects the

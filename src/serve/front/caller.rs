@@ -12,7 +12,7 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, WWW_AUTHEN
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 
-use super::Refusal;
+use super::body::Refusal;
 use crate::jsonrpc::error::INVALID_REQUEST;
 use crate::serve::auth::Refused;
 use crate::serve::gateway::Gateway;

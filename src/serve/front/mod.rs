@@ -12,23 +12,22 @@ use std::time::Instant;
 
 use crate::serve::inbound::Inbound;
 use axum::body::Body;
-use bytes::Bytes;
-use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
+use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
-use http_body_util::BodyExt;
 
 use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
 use super::gateway::Gateway;
 use super::legacy::SESSION_ID;
 use super::metrics::Gauges;
 use super::replica::{self, Forward, Purpose};
-use super::responses::{Readiness, header, json, json_error, readyz, text, too_large};
-use crate::era::envelope;
-use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
-use crate::jsonrpc::message;
+use super::responses::{Readiness, header, json_error, readyz, text};
+use crate::jsonrpc::error::{INVALID_REQUEST, UPSTREAM_ERROR};
 
+mod body;
 mod caller;
+mod post;
 
+use body::{Refusal, read_body};
 use caller::{
     PRM_PREFIX, authorization_server, authorize, issuer_for, protected_resource_metadata,
 };
@@ -162,7 +161,7 @@ async fn endpoint(
         return response;
     }
     let (label, response) = match method {
-        Method::POST => post(gateway, principal, introduced, request).await,
+        Method::POST => post::post(gateway, principal, introduced, request).await,
         Method::GET | Method::DELETE if config.modern_only => (
             method.to_string(),
             Response::builder()
@@ -193,9 +192,6 @@ async fn endpoint(
         .observe(&label, response.status().as_u16(), started.elapsed());
     response
 }
-
-/// A refusal: the response the request gets instead (boxed: it is large).
-pub(super) type Refusal = Box<Response<Body>>;
 
 /// The introduction of a request another replica forwarded, if it carries one. Among
 /// replicas one that does not verify (or comes from outside `--cluster-peers`, or was
@@ -307,27 +303,6 @@ async fn to_session_owner(
     .await
 }
 
-/// A request body, read up to `--max-message-size` (chunked ones too).
-async fn read_body(
-    gateway: &Gateway,
-    headers: &HeaderMap,
-    body: Inbound,
-) -> Result<Bytes, Refusal> {
-    let max = gateway.config.max_message_size;
-    let declared = header(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return Err(Box::new(too_large(max)));
-    }
-    match http_body_util::Limited::new(body, max).collect().await {
-        Ok(body) => Ok(body.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Box::new(too_large(max))),
-        Err(_) => Err(Box::new(text(
-            StatusCode::BAD_REQUEST,
-            "the request body could not be read\n",
-        ))),
-    }
-}
-
 /// `Host` and `Origin`, before anything else is looked at.
 fn guards(gateway: &Gateway, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Refusal> {
     let guards = &gateway.config.guards;
@@ -372,132 +347,4 @@ fn ready(gateway: &Gateway) -> Response<Body> {
     } else {
         Readiness::Ready
     })
-}
-
-/// Reads and classifies a POST body first (§4.16): the envelope means 2026-07-28, served
-/// statelessly; anything else goes to the handshake-era session endpoint.
-async fn post(
-    gateway: &Arc<Gateway>,
-    principal: Option<String>,
-    introduced: Option<&Introduction>,
-    request: Request<Inbound>,
-) -> (String, Response<Body>) {
-    let (parts, body) = request.into_parts();
-    let headers = parts.headers;
-    let body = match read_body(gateway, &headers, body).await {
-        Ok(body) => body,
-        Err(refused) => return ("POST".into(), *refused),
-    };
-    if introduced.is_some_and(|i| !i.vouches_for(&body)) {
-        gateway.metrics.peer_refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            "refused a forwarded request whose body is not the one its introduction was made for"
-        );
-        return (
-            "POST".into(),
-            json_error(
-                StatusCode::FORBIDDEN,
-                "null",
-                INVALID_REQUEST,
-                "Forbidden: the mcp-stdio-peer header was made for another request",
-            ),
-        );
-    }
-    let parsed = match message::parse(&body) {
-        Ok(parsed) => parsed,
-        Err(message::Invalid::NotJson(_)) => {
-            return (
-                "POST".into(),
-                json_error(
-                    StatusCode::BAD_REQUEST,
-                    "null",
-                    PARSE_ERROR,
-                    "Parse error: the body is not JSON",
-                ),
-            );
-        }
-        Err(message::Invalid::NotMessage { reason, id }) => {
-            let what = if message::is_batch(&body) {
-                "Invalid Request: batches are not supported (send each message on its own POST)"
-                    .to_owned()
-            } else {
-                format!("Invalid Request: {reason}")
-            };
-            return (
-                "POST".into(),
-                json_error(
-                    StatusCode::BAD_REQUEST,
-                    id.as_deref().unwrap_or("null"),
-                    INVALID_REQUEST,
-                    &what,
-                ),
-            );
-        }
-    };
-    let method = parsed.method.as_deref().unwrap_or("response").to_owned();
-    // Body first (§4.16): the envelope's version key means 2026-07-28, served statelessly
-    // from the principal's pooled backend; everything else keeps the handshake era.
-    if gateway.config.modern_clients && envelope::claims_modern(parsed.params) {
-        // A retry for a call parked on another replica goes there.
-        if introduced.is_none()
-            && let Some(owner) = replica::retry_owner(gateway, &body, &parsed)
-        {
-            let raw_id = parsed.id.map_or("null", |i| i.get()).to_owned();
-            let path_and_query = parts
-                .uri
-                .path_and_query()
-                .map_or(gateway.config.path.as_str(), |p| p.as_str());
-            let response = replica::to_owner(
-                gateway,
-                Forward {
-                    owner,
-                    method: Method::POST,
-                    path_and_query,
-                    headers: &headers,
-                    body: body.clone(),
-                    principal: principal.as_deref(),
-                    raw_id: &raw_id,
-                    purpose: Purpose::Retry,
-                },
-            )
-            .await;
-            return (method, response);
-        }
-        let response = super::modern::post(gateway, principal, &headers, &body, &parsed).await;
-        return (method, response);
-    }
-    if gateway.config.modern_clients
-        && header(&headers, "mcp-protocol-version").is_some_and(crate::era::is_modern_version)
-    {
-        return (
-            method,
-            json_error(
-                StatusCode::BAD_REQUEST,
-                parsed.id.map_or("null", |i| i.get()),
-                crate::jsonrpc::error::INVALID_PARAMS,
-                "Invalid params: a 2026-07-28 request needs params._meta with io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
-            ),
-        );
-    }
-    if gateway.config.modern_only {
-        return (
-            method,
-            modern_only_refusal(parsed.id.map_or("null", |i| i.get())),
-        );
-    }
-    let response = super::legacy::post(gateway, principal, &headers, &body, &parsed).await;
-    (method, response)
-}
-
-/// `--modern-only`: the handshake era is not served; the error names what is.
-fn modern_only_refusal(id: &str) -> Response<Body> {
-    json(
-        StatusCode::BAD_REQUEST,
-        Bytes::from(error_response(
-            id,
-            crate::era::UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version: this server speaks 2026-07-28 only",
-            Some(serde_json::json!({"supported": crate::era::MODERN_VERSIONS})),
-        )),
-    )
 }

@@ -64,35 +64,7 @@ pub async fn post(
     }
     let backend = match crate::serve::pooled::backend(gateway, principal.clone()).await {
         Ok(backend) => backend,
-        Err(Unavailable::Refused(Refused::Full(max))) => {
-            return json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &raw_id,
-                INTERNAL_ERROR,
-                &format!(
-                    "Service Unavailable: --max-sessions ({max}) children are running; try again later"
-                ),
-            );
-        }
-        Err(Unavailable::Refused(Refused::PrincipalFull(max))) => {
-            return json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                &raw_id,
-                INTERNAL_ERROR,
-                &format!(
-                    "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one of your sessions and retry"
-                ),
-            );
-        }
-        Err(Unavailable::Refused(Refused::Spawn(why)) | Unavailable::Handshake(why)) => {
-            tracing::error!("{why}");
-            return json_error(
-                StatusCode::BAD_GATEWAY,
-                &raw_id,
-                INTERNAL_ERROR,
-                "the MCP server could not be started",
-            );
-        }
+        Err(unavailable) => return no_backend(&raw_id, unavailable),
     };
     if method == "server/discover" && !backend.modern {
         let line = format!(
@@ -116,22 +88,13 @@ pub async fn post(
     if method == "subscriptions/listen" && !backend.modern {
         return super::listen::serve(gateway, &backend, &raw_id, &params).await;
     }
-    let request = Request {
+    let request = request_of(
         raw_id,
-        method: method.to_owned(),
-        name: name_of(method, &params),
-        logs: claim.log_level.is_some(),
-        capabilities: params
-            .get("_meta")
-            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-            .cloned()
-            .unwrap_or_default(),
-        token: params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .cloned(),
+        method,
+        &params,
+        claim.log_level.is_some(),
         principal,
-    };
+    );
     if !backend.modern && mrtr::may_require_input(method) {
         if let Some(state) = params.get("requestState") {
             return resume(gateway, backend, request, &params, state).await;
@@ -145,6 +108,62 @@ pub async fn post(
     match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,
         Err(refusal) => refusal.response(gateway, &request.raw_id),
+    }
+}
+/// The answer when the principal's backend is not available.
+fn no_backend(raw_id: &str, unavailable: Unavailable) -> Response<Body> {
+    match unavailable {
+        Unavailable::Refused(Refused::Full(max)) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            raw_id,
+            INTERNAL_ERROR,
+            &format!(
+                "Service Unavailable: --max-sessions ({max}) children are running; try again later"
+            ),
+        ),
+        Unavailable::Refused(Refused::PrincipalFull(max)) => json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            raw_id,
+            INTERNAL_ERROR,
+            &format!(
+                "Too Many Requests: you hold --max-sessions-per-principal ({max}) sessions; end one of your sessions and retry"
+            ),
+        ),
+        Unavailable::Refused(Refused::Spawn(why)) | Unavailable::Handshake(why) => {
+            tracing::error!("{why}");
+            json_error(
+                StatusCode::BAD_GATEWAY,
+                raw_id,
+                INTERNAL_ERROR,
+                "the MCP server could not be started",
+            )
+        }
+    }
+}
+
+/// What the answer path needs of the request.
+fn request_of(
+    raw_id: String,
+    method: &str,
+    params: &Map<String, Value>,
+    logs: bool,
+    principal: Option<String>,
+) -> Request {
+    Request {
+        raw_id,
+        method: method.to_owned(),
+        name: name_of(method, params),
+        logs,
+        capabilities: params
+            .get("_meta")
+            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or_default(),
+        token: params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned(),
+        principal,
     }
 }
 
