@@ -1,5 +1,4 @@
-//! The cluster key (issue 16's `--cluster-key-file`, not wired to a flag yet): a secret
-//! every `serve` replica shares, from which each purpose gets its own AES-256-GCM key by
+//! The cluster key (`--cluster-key-file`): a secret every `serve` replica shares, from which each purpose gets its own AES-256-GCM key by
 //! HKDF-SHA256 (a sealed session id never opens as a `requestState`). Sealing is
 //! authenticated encryption with a fresh random nonce; opening tries the current key, then
 //! the previous one, so a key rotates without breaking what is in flight: seal with the

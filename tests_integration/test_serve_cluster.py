@@ -261,7 +261,7 @@ def send_raw(port: int, request: bytes) -> int:
 
 
 def test_an_introduction_captured_on_the_replica_hop_cannot_be_replayed(tmp_path):
-    """Issue 29, item 4: a genuine `mcp-stdio-peer` request, recorded on the wire between
+    """A genuine `mcp-stdio-peer` request, recorded on the wire between
     two replicas, sent again within its lifetime and after it, to its replica directly, to
     the other one, and through nginx: refused each time, and nothing reaches a child."""
     import time

@@ -291,7 +291,7 @@ def test_users_sign_in_at_an_openid_provider(tmp_path):
 
 
 def test_only_a_verified_email_names_a_user_or_passes_a_domain_rule(tmp_path):
-    """Issue 29, item 1: with the email as the principal (or an --allow-domain rule), a
+    """With the email as the principal (or an --allow-domain rule), a
     provider that has not verified the email, does not say, or says the string "false"
     signs nobody in; the boolean true and the string "true" do."""
     attempts = {
@@ -335,7 +335,7 @@ def start_from(base: str, client_id: str, address: str) -> tuple[int, str]:
 
 
 def test_a_flood_of_sign_ins_does_not_flush_a_user_who_is_signing_in(tmp_path):
-    """Issue 29, item 3: while a user is at the provider's login page, one address floods
+    """While a user is at the provider's login page, one address floods
     serve with sign-ins from one client, then another (more than the table that used to
     hold them, here at its old smallest bound); every one is sent to the provider, and the
     user's sign-in still completes: a pending sign-in lives sealed in its state."""

@@ -1,4 +1,4 @@
-"""Benchmarks `mcp-stdio serve` as replicas (issue 16): three replicas sharing a cluster key
+"""Benchmarks `mcp-stdio serve` as replicas: three replicas sharing a cluster key
 behind Debian's nginx (deploy/nginx.conf.template, round-robin, no stickiness), fronting the
 release build of examples/stdio_fixture.rs. Not a test: it reports figures.
 

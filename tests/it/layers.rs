@@ -466,3 +466,80 @@ fn the_modes_are_houses_without_arrows_back_up() {
         .push(vec!["serve".to_owned(), "front".to_owned()]);
     assert!(!tangles(&rooms_of(&planted, &["serve"])).is_empty());
 }
+
+/// The functions of `code` longer than `most` lines, as `name (lines)`: from a line that
+/// opens a `fn` to the line that closes it at the same indentation.
+fn long_functions(code: &str, most: usize) -> Vec<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut long = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let opens = [
+            "fn ",
+            "pub fn ",
+            "async fn ",
+            "pub async fn ",
+            "pub(super) fn ",
+            "pub(super) async fn ",
+            "pub(crate) fn ",
+            "pub(crate) async fn ",
+            "const fn ",
+            "pub const fn ",
+        ]
+        .iter()
+        .find_map(|prefix| trimmed.strip_prefix(prefix));
+        let Some(rest) = opens else { continue };
+        let indent = &line[..line.len() - trimmed.len()];
+        let close = format!("{indent}}}");
+        let Some(length) = lines[at..]
+            .iter()
+            .position(|l| l.trim_end() == close)
+            .map(|end| end + 1)
+        else {
+            continue;
+        };
+        // A declaration without a body (in a trait) ends at its `;` before any `}`.
+        let declared = lines[at..at + length]
+            .iter()
+            .any(|l| l.trim_end().ends_with(';'))
+            && !lines[at..at + length].iter().any(|l| l.contains('{'));
+        if length > most && !declared {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            long.push(format!("{name} ({length} lines)"));
+        }
+    }
+    long
+}
+
+#[test]
+fn files_and_functions_stay_small() {
+    // A newcomer reads a file in one sitting and a function on one screen or two
+    // (docs/architecture.md, "Size limits"; an exception would be listed there, and here).
+    const MOST_LINES_IN_A_FILE: usize = 500;
+    const MOST_LINES_IN_A_FUNCTION: usize = 100;
+    let mut broken = Vec::new();
+    for file in rust_files(&src()) {
+        let code = std::fs::read_to_string(&file).unwrap();
+        let lines = code.lines().count();
+        if lines > MOST_LINES_IN_A_FILE {
+            broken.push(format!("{} has {lines} lines", relative(&file)));
+        }
+        for long in long_functions(&code, MOST_LINES_IN_A_FUNCTION) {
+            broken.push(format!("{}: {long}", relative(&file)));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "split these by what they do: {broken:#?}"
+    );
+    // The scan sees a long function where there is one.
+    let planted = format!(
+        "    pub async fn planted() {{\n{}    }}\n",
+        "        step();\n".repeat(120)
+    );
+    assert_eq!(long_functions(&planted, 100), ["planted (122 lines)"]);
+    assert!(long_functions("fn short() {\n}\n", 100).is_empty());
+}

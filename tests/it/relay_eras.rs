@@ -1,4 +1,4 @@
-//! The four era combinations (issue 6): a legacy or 2026-07-28 host in front of a legacy or
+//! The four era combinations: a legacy or 2026-07-28 host in front of a legacy or
 //! 2026-07-28 server, against fake upstreams that check what the spec makes them check.
 
 use crate::common::*;

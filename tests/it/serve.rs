@@ -245,7 +245,7 @@ async fn idle_sessions_are_reaped_with_their_children_and_grandchildren() {
     assert_eq!(serve.call(&session, 3, "echo", json!({})).await.status, 404);
 }
 
-/// Issue 29, item 7: a session has an end however busy it is; its id then answers 404
+/// A session has an end however busy it is; its id then answers 404
 /// like an unknown one and its child is gone.
 #[tokio::test]
 async fn a_session_ends_at_its_max_age_even_while_streaming() {

@@ -571,7 +571,7 @@ async fn a_flood_of_made_up_opaque_tokens_is_bounded_at_the_provider() {
     assert_eq!(issuer.introspections(), 8);
 }
 
-/// Issue 29, item 5: an id_token the issuer signed for a client whose id is this server's
+/// An id_token the issuer signed for a client whose id is this server's
 /// audience (an Entra app registration used for both) is not an access token: refused by
 /// its claims, or by RFC 9068's `typ` with `--oauth-require-at-jwt`; nothing is started.
 #[tokio::test]

@@ -366,7 +366,7 @@ async fn metric_with(serve: &Serve, headers: &[(&str, &str)], line: &str) -> u64
         .unwrap_or(0)
 }
 
-/// Issue 29, item 7: a sealed id carries its time; past `--session-max-age` no replica
+/// A sealed id carries its time; past `--session-max-age` no replica
 /// routes it (404 as for an unknown id, nothing forwarded) and the owner has ended it.
 #[tokio::test]
 async fn a_session_id_past_its_max_age_is_routed_nowhere() {
@@ -687,7 +687,7 @@ async fn replay_to(port: u16, request: &str) -> u16 {
         .unwrap_or_else(|| panic!("no status in {answer}"))
 }
 
-/// Issue 29, item 4: an introduction captured on the replica hop is refused when sent
+/// An introduction captured on the replica hop is refused when sent
 /// again, within its lifetime and after it, to its replica and to another one; nothing
 /// reaches the child.
 #[tokio::test]

@@ -565,7 +565,7 @@ async fn a_sign_in_callback_that_serve_did_not_start_is_refused() {
     assert!(!serve.stderr().contains("login-secret-value"));
 }
 
-/// Issue 29, item 3: registration is open, so anyone can start sign-ins; a flood of
+/// Registration is open, so anyone can start sign-ins; a flood of
 /// them (more than the thousand that used to fill the table) from one client and one
 /// address flushes nobody: the pending sign-in lives in its sealed `state`, not here.
 #[tokio::test]

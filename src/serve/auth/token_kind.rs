@@ -1,4 +1,4 @@
-//! Whether a signed JWT is an access token at all (issue 29, item 5). An OpenID provider's
+//! Whether a signed JWT is an access token at all. An OpenID provider's
 //! id_token is signed with the same keys, names the same issuer, and, when the resource's
 //! audience is also an OpenID client id (common with Entra app registrations), names it
 //! as `aud`: without this check any user's id_token would pass as an access token. RFC
