@@ -161,8 +161,16 @@ def wrk(url: str, session: str, connections: int, seconds: int, script: str, too
         "p50_ms": ms("50"),
         "p99_ms": ms("99"),
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "calls": int(re.search(r"(\d+) requests in", out).group(1)),
         "errors": int(errors.group(1)) if errors else 0,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's own user + system CPU so far (its children not counted)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stdio_baseline(seconds: int) -> tuple[float, float]:
@@ -198,19 +206,21 @@ def tower_config(port: int) -> str:
         return f.name
 
 
-def peers(port: int, baseline: str | None, only_ours: bool) -> list[tuple[str, list[str], str, str]]:
+def peers(port: int, baselines: list[str], only_ours: bool, tower: bool = False) -> list[tuple[str, list[str], str, str]]:
     """(name, command, URL, the echo tool's name there) for each gateway."""
     url = f"http://127.0.0.1:{port}/mcp"
     ours = [("mcp-stdio serve (Rust)", [OURS, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo")]
-    if baseline:
-        ours.append(("mcp-stdio serve (Rust, baseline)", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo"))
+    for i, baseline in enumerate(baselines):
+        label = "baseline" if len(baselines) == 1 else f"baseline {i + 1}: {Path(baseline).name}"
+        ours.append((f"mcp-stdio serve (Rust, {label})", [baseline, "serve", "--port", str(port), "--log-level", "off", "--", *BACKEND], url, "echo"))
+    tower_mcp = ("mcp-proxy 0.6.0 (tower-mcp, Rust)", [str(TOWER_PROXY), "--config", tower_config(port)], f"http://127.0.0.1:{port}/", "backend/echo")
     if only_ours:
-        return ours
+        return ours + ([tower_mcp] if tower else [])
     return ours + [
         ("mcp-stdio 0.45.2 serve (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), "serve", "--port", str(port), "--", *BACKEND], url, "echo"),
         ("supergateway 4.0.0 --stateful", [str(NODE), str(BENCH / "node_modules" / "supergateway" / "dist" / "index.js"), "--stdio", " ".join(BACKEND), "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"], url, "echo"),
         ("mcp-proxy 0.13.0 (sparfenyuk)", [str(BENCH / "venv" / "bin" / "mcp-proxy"), "--port", str(port), "--", *BACKEND], url, "echo"),
-        ("mcp-proxy 0.6.0 (tower-mcp, Rust)", [str(TOWER_PROXY), "--config", tower_config(port)], f"http://127.0.0.1:{port}/", "backend/echo"),
+        tower_mcp,
     ]
 
 
@@ -243,7 +253,9 @@ def measure(name: str, command: list[str], url: str, seconds: int, script: str, 
         else:
             check_call(url, session, tool)
         one = wrk(url, session, 1, seconds, script, tool)
+        cpu_before = cpu_seconds(process.pid)
         many = wrk(url, session, 16, seconds, script, tool)
+        many["cpu_ms_per_call"] = (cpu_seconds(process.pid) - cpu_before) * 1000 / max(many["calls"], 1)
         loaded = rss_kib(process.pid, "VmHWM")
         return {"name": name + (" [2026-07-28 clients]" if modern else " [sessions]"), "one": one, "many": many, "idle_mib": idle / 1024, "loaded_mib": loaded / 1024, "session_ms": statistics.median(starts), "per_session_kib": per_session}
     finally:
@@ -275,12 +287,30 @@ def start_issuer() -> tuple[subprocess.Popen, str, str]:
     return provider, issuer, token
 
 
+def median_of(rounds: list[dict]) -> dict:
+    """One gateway's rounds as one row: the median of each figure (a failure if any round failed)."""
+    failed = next((r for r in rounds if "failed" in r), None)
+    if failed:
+        return failed
+    if len(rounds) == 1:
+        return rounds[0]
+    med = statistics.median
+    row = dict(rounds[0])
+    for phase in ("one", "many"):
+        row[phase] = {key: med(r[phase][key] for r in rounds) for key in rounds[0][phase]}
+    for key in ("idle_mib", "loaded_mib", "session_ms", "per_session_kib"):
+        row[key] = med(r[key] for r in rounds)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--backend", choices=["everything", "fixture"], default="everything", help="server-everything (a real server) or the cheap fixture")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
-    parser.add_argument("--baseline", help="another mcp-stdio binary to measure beside this build (same run)")
+    parser.add_argument("--baseline", action="append", default=[], help="another mcp-stdio binary to measure beside this build (same run); may be given several times")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every gateway this many times, alternating the order; the table shows medians, each round's calls/s is printed")
+    parser.add_argument("--tower", action="store_true", help="with --only-ours: tower-mcp's mcp-proxy 0.6 too (for CPU per call)")
     parser.add_argument("--only-ours", action="store_true", help="skip the other gateways and the backend's own stdio (with --baseline: before/after only)")
     parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to measure")
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
@@ -301,25 +331,39 @@ def main() -> None:
     global OURS
     OURS = args.binary
     direct, direct_rps = (float("nan"), float("nan")) if args.only_ours else stdio_baseline(args.seconds)
-    results = []
-    for name, command, url, tool in peers(free_port(), args.baseline, args.only_ours):
-        # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
-        modern = args.modern and ("mcp-stdio" in name)
-        try:
-            results.append(measure(name, command, url, args.seconds, modern_script if modern else script, modern, tool))
-        except Exception as error:
-            print(f"<!-- {name}: {error} -->")
-            results.append({"name": name, "failed": str(error)})
+    gateways = peers(free_port(), args.baseline, args.only_ours, args.tower)
+    runs: dict[str, list[dict]] = {name: [] for name, *_ in gateways}
+    for round_number in range(args.rounds):
+        # Alternating order, so a machine that drifts during the run favours no one.
+        order = gateways if round_number % 2 == 0 else list(reversed(gateways))
+        for name, command, url, tool in order:
+            # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
+            modern = args.modern and ("mcp-stdio" in name)
+            try:
+                runs[name].append(measure(name, command, url, args.seconds, modern_script if modern else script, modern, tool))
+            except Exception as error:
+                print(f"<!-- {name}: {error} -->")
+                runs[name].append({"name": name, "failed": str(error)})
+    results = [median_of(runs[name]) for name, *_ in gateways]
+    if args.rounds > 1:
+        print(f"calls/s with 16 in flight, round by round (alternating order), {args.rounds} rounds:\n")
+        for name, *_ in gateways:
+            print(f"- {name}: " + ", ".join("fails" if "failed" in r else f"{r['many']['rps']:.0f}" for r in runs[name]))
+        first = gateways[0][0]
+        for name, *_ in gateways[1:]:
+            ratios = [f"{a['many']['rps'] / b['many']['rps']:.2f}" for a, b in zip(runs[first], runs[name]) if "failed" not in a and "failed" not in b]
+            print(f"- this build / {name}, by round: {', '.join(ratios)}")
+        print()
     backend = "server-everything" if args.backend == "everything" else "the fixture"
     print(f"backend: {backend}; on its own stdio (examples/stdio_load.rs): p50 {direct:.3f} ms, {direct_rps:.0f} calls/s with 16 in flight; load: wrk, one session, {args.seconds} s per phase\n")
-    print("| gateway | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | non-2xx | new session ms | RSS idle MiB | RSS peak MiB | KiB per idle session |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| gateway | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | gateway CPU ms per call | non-2xx | new session ms | RSS idle MiB | RSS peak MiB | KiB per idle session |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if "failed" in r:
-            print(f"| {r['name']} | fails | | | | | | | |")
+            print(f"| {r['name']} | fails | | | | | | | | |")
             continue
         print(
-            f"| {r['name']} | {r['one']['p50_ms']:.3f} | {r['one']['p99_ms']:.3f} | {r['many']['rps']:.0f} | {r['one']['errors'] + r['many']['errors']} | "
+            f"| {r['name']} | {r['one']['p50_ms']:.3f} | {r['one']['p99_ms']:.3f} | {r['many']['rps']:.0f} | {r['many']['cpu_ms_per_call']:.3f} | {r['one']['errors'] + r['many']['errors']} | "
             f"{r['session_ms']:.1f} | {r['idle_mib']:.1f} | {r['loaded_mib']:.1f} | {r['per_session_kib']:.0f} |"
         )
     ours = results[0]
@@ -327,6 +371,8 @@ def main() -> None:
         base = results[1]
         print(f"\nthis build / baseline: calls/s {ours['many']['rps'] / base['many']['rps']:.2f}, p50 {ours['one']['p50_ms'] / base['one']['p50_ms']:.2f}")
     if "failed" in ours:
+        return
+    if args.only_ours and not args.tower:
         return
     print(f"\np50 overhead over the backend's stdio: {ours['one']['p50_ms'] - direct:.3f} ms (target <= 0.1)")
     print(f"calls/s vs the backend's own stdio: {ours['many']['rps'] / direct_rps:.2f}x (target >= 0.8)")
