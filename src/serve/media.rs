@@ -20,6 +20,14 @@ pub enum Refused {
 /// `text/event-stream`, by name or by a wildcard (`*/*`, `application/*`, `text/*`, as
 /// RFC 9110 §12.5.1 reads them), with a non-zero `q`.
 pub fn check_post(headers: &HeaderMap) -> Result<(), Refused> {
+    if is_the_usual_post(headers) {
+        return Ok(());
+    }
+    check_media_types(headers)
+}
+
+/// `check_post` with every media type parsed.
+fn check_media_types(headers: &HeaderMap) -> Result<(), Refused> {
     let content_type = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -66,6 +74,38 @@ pub fn check_post(headers: &HeaderMap) -> Result<(), Refused> {
     Ok(())
 }
 
+/// The headers nearly every client sends, recognized without parsing media types (they
+/// would pass the full check): `Content-Type: application/json` (or with
+/// `charset=utf-8`), and one `Accept` that lists both types by name, with no parameters.
+fn is_the_usual_post(headers: &HeaderMap) -> bool {
+    let usual_type = headers.get(CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.eq_ignore_ascii_case(b"application/json")
+            || v.eq_ignore_ascii_case(b"application/json; charset=utf-8")
+            || v.eq_ignore_ascii_case(b"application/json;charset=utf-8")
+    });
+    if !usual_type {
+        return false;
+    }
+    let mut accept = headers.get_all(ACCEPT).iter();
+    let (Some(only), None) = (accept.next(), accept.next()) else {
+        return false;
+    };
+    let Ok(only) = only.to_str() else {
+        return false;
+    };
+    if only.contains(';') {
+        return false;
+    }
+    let mut ranges = only.split(',').map(str::trim);
+    let (mut json, mut sse) = (false, false);
+    for range in &mut ranges {
+        json |= range.eq_ignore_ascii_case("application/json");
+        sse |= range.eq_ignore_ascii_case("text/event-stream");
+    }
+    json && sse
+}
+
 /// Whether any listed media range matches `kind/sub` with `q` above zero.
 fn accepts(values: &[&str], kind: &str, sub: &str) -> bool {
     values
@@ -99,6 +139,43 @@ mod tests {
     }
 
     const BOTH: &[&str] = &["application/json, text/event-stream"];
+
+    #[test]
+    fn the_usual_post_is_recognized_without_parsing_and_only_when_the_full_check_agrees() {
+        let cases: &[(Option<&str>, &[&str])] = &[
+            (Some("application/json"), BOTH),
+            (
+                Some("Application/JSON; charset=UTF-8"),
+                &["text/event-stream, application/json"],
+            ),
+            (Some("application/json"), &["application/json"]),
+            (
+                Some("application/json"),
+                &["application/json;q=0, text/event-stream"],
+            ),
+            (Some("text/plain"), BOTH),
+            (Some("application/json; charset=latin1"), BOTH),
+            (None, BOTH),
+            (
+                Some("application/json"),
+                &["application/json", "text/event-stream"],
+            ),
+        ];
+        let mut fast = 0;
+        for (content_type, accept) in cases {
+            let headers = headers(*content_type, accept);
+            if is_the_usual_post(&headers) {
+                fast += 1;
+                // The shortcut never lets through what the full check refuses.
+                assert_eq!(
+                    check_media_types(&headers),
+                    Ok(()),
+                    "{content_type:?} {accept:?}"
+                );
+            }
+        }
+        assert_eq!(fast, 2, "only the two usual forms take the shortcut");
+    }
 
     #[test]
     fn json_bodies_with_utf8_or_no_charset_pass() {

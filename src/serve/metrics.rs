@@ -20,7 +20,8 @@ pub struct Gauges {
 
 #[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// By method, then status (a method already seen is counted without an allocation).
+    requests: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
     /// Authentication decisions by outcome (a fixed, small label set).
     auth: Mutex<BTreeMap<&'static str, u64>>,
     /// Requests sent on to the replica that owns them, by outcome (a fixed label set).
@@ -52,12 +53,14 @@ impl Metrics {
         } else {
             "other"
         };
-        *self
-            .requests
-            .lock()
-            .expect("metrics lock")
-            .entry((method.to_owned(), status))
-            .or_default() += 1;
+        let mut requests = self.requests.lock().expect("metrics lock");
+        match requests.get_mut(method) {
+            Some(by_status) => *by_status.entry(status).or_default() += 1,
+            None => {
+                requests.insert(method.to_owned(), BTreeMap::from([(status, 1)]));
+            }
+        }
+        drop(requests);
         let seconds = took.as_secs_f64();
         for (i, bound) in BUCKETS.iter().enumerate() {
             if seconds <= *bound {
@@ -168,7 +171,13 @@ impl Metrics {
             out,
             "# HELP mcp_stdio_requests_total MCP requests by method and HTTP status.\n# TYPE mcp_stdio_requests_total counter"
         );
-        for ((method, status), n) in self.requests.lock().expect("metrics lock").iter() {
+        let requests = self.requests.lock().expect("metrics lock");
+        let by_method_and_status = requests.iter().flat_map(|(method, by_status)| {
+            by_status
+                .iter()
+                .map(move |(status, n)| ((method, status), n))
+        });
+        for ((method, status), n) in by_method_and_status {
             let _ = writeln!(
                 out,
                 "mcp_stdio_requests_total{{method=\"{method}\",status=\"{status}\"}} {n}"

@@ -37,10 +37,12 @@ pub async fn handle(
     peer: SocketAddr,
     request: Request<Inbound>,
 ) -> Response<Body> {
-    let path = request.uri().path().to_owned();
+    // The URI's parts are shared, so this keeps the path without copying it.
+    let uri = request.uri().clone();
+    let path = uri.path();
     let method = request.method().clone();
     let config = &gateway.config;
-    match (&method, path.as_str()) {
+    match (&method, path) {
         (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
         (&Method::GET, "/readyz") => return ready(&gateway),
         _ => {}
@@ -73,7 +75,7 @@ pub async fn handle(
         && let Some(server) = gateway.auth.embedded().cloned()
     {
         let issuer = issuer_for(&gateway, peer, request.headers());
-        if let Some(endpoint) = server.endpoint(&method, &path, &issuer) {
+        if let Some(endpoint) = server.endpoint(&method, path, &issuer) {
             let started = Instant::now();
             let response =
                 authorization_server(&gateway, &server, endpoint, issuer, peer, request).await;
