@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["everything", "fixture"], default="everything", help="server-everything (a real server) or the cheap fixture")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 clients where the gateway serves them")
     parser.add_argument("--baseline", action="append", default=[], help="another mcp-stdio binary to measure beside this build (same run); may be given several times")
-    parser.add_argument("--rounds", type=int, default=1, help="measure every gateway this many times, alternating the order; the table shows medians, each round's calls/s is printed")
+    parser.add_argument("--rounds", type=int, default=1, help="measure every gateway this many times, rotating the order; the table shows medians, each round's calls/s is printed")
     parser.add_argument("--tower", action="store_true", help="with --only-ours: tower-mcp's mcp-proxy 0.6 too (for CPU per call)")
     parser.add_argument("--only-ours", action="store_true", help="skip the other gateways and the backend's own stdio (with --baseline: before/after only)")
     parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to measure")
@@ -334,8 +334,10 @@ def main() -> None:
     gateways = peers(free_port(), args.baseline, args.only_ours, args.tower)
     runs: dict[str, list[dict]] = {name: [] for name, *_ in gateways}
     for round_number in range(args.rounds):
-        # Alternating order, so a machine that drifts during the run favours no one.
-        order = gateways if round_number % 2 == 0 else list(reversed(gateways))
+        # The order rotates, so over as many rounds as gateways each one is measured in
+        # each place once, and a machine that drifts during the run favours no one.
+        turn = round_number % len(gateways)
+        order = gateways[turn:] + gateways[:turn]
         for name, command, url, tool in order:
             # This serve and the Python tool's serve 2026-07-28 clients; the others cannot.
             modern = args.modern and ("mcp-stdio" in name)
@@ -346,7 +348,7 @@ def main() -> None:
                 runs[name].append({"name": name, "failed": str(error)})
     results = [median_of(runs[name]) for name, *_ in gateways]
     if args.rounds > 1:
-        print(f"calls/s with 16 in flight, round by round (alternating order), {args.rounds} rounds:\n")
+        print(f"calls/s with 16 in flight, round by round (the order rotating), {args.rounds} rounds:\n")
         for name, *_ in gateways:
             print(f"- {name}: " + ", ".join("fails" if "failed" in r else f"{r['many']['rps']:.0f}" for r in runs[name]))
         first = gateways[0][0]
