@@ -87,7 +87,7 @@ def check_modern(url: str) -> None:
     request = urllib.request.Request(url, data=json.dumps(call).encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=30) as response:
         body = response.read().decode()
-    if '"result"' not in body or '"x"' not in body:
+    if '"result"' not in body or 'x"' not in body:
         raise RuntimeError(f"a 2026-07-28 call was not answered: {body[:200]}")
 
 
