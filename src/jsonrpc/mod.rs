@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod framing;
+pub mod lines;
 pub mod message;
 pub mod stdio;
 pub mod writer;

@@ -20,6 +20,7 @@ use crate::era::envelope::{self, request_line};
 use crate::era::mrtr::{self, InputRequest};
 use crate::jsonrpc::error::{INVALID_PARAMS, with_error_object};
 use crate::jsonrpc::framing::one_line;
+use crate::jsonrpc::lines::result_line;
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::context::Ctx;
 use crate::relay::detect::{modern_headers, modern_headers_named};
@@ -219,10 +220,7 @@ async fn forward(
             )
             .await?;
         }
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{raw_id},"method":{},"params":{body_params}}}"#,
-            serde_json::to_string(method).expect("a string serializes")
-        );
+        let body = envelope::request_text(&raw_id, method, &body_params);
         let outgoing = Outgoing {
             body: Bytes::from(body),
             id: &crate::jsonrpc::message::IdKey::Str(id),
@@ -293,11 +291,7 @@ async fn next_round(
 
 /// The host's answer: the server's result under the host's id (a `tools/list` filtered).
 async fn deliver_result(path: &ToModern, request: &Call, result: &str) {
-    let line = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
-        request.raw_id,
-    )
-    .into_bytes();
+    let line = result_line(&request.raw_id, result);
     let line = if request.method == "tools/list" {
         path.ctx.tools.filter_answer(line)
     } else {
