@@ -235,7 +235,7 @@ def main() -> None:
             runs["direct HTTP client (httpx)"].append(asyncio.run(bench_direct(url, args.calls)))
         report(args, runs)
         if args.eras:
-            bench_eras(args.calls, args.rounds, url)
+            bench_eras(args.calls, args.rounds, url, args.baseline)
         if args.sse:
             bench_sse(args.calls, args.rounds, args.baseline)
     finally:
@@ -280,8 +280,9 @@ def report(args, runs: dict) -> None:
         )
 
 
-def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
-    """The 2026-07-28 paths, each the Rust relay against the Python tool (--protocol-era auto)."""
+def bench_eras(calls: int, rounds: int, legacy_url: str, baseline: str | None = None) -> None:
+    """The 2026-07-28 paths, each the Rust relay against the Python tool (--protocol-era auto)
+    and the baseline build, if given; the order rotates round by round."""
     modern_upstream = subprocess.Popen([str(NODE), str(Path(__file__).with_name("upstream.mjs")), "0", "modern"], stdout=subprocess.PIPE, text=True)
     modern_url = f"http://127.0.0.1:{int(modern_upstream.stdout.readline())}/mcp"
     paths = [
@@ -299,16 +300,20 @@ def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
                 ("mcp-stdio (Rust)", [str(ROOT / "target" / "release" / "mcp-stdio"), url, "--log-level", "off"]),
                 ("mcp-stdio 0.45.2 (Python)", [str(PEERS / "venv" / "bin" / "mcp-stdio"), url, "--protocol-era", "auto"]),
             ]
-            results = {}
-            for name, command in peers:
-                runs = []
-                for _ in range(rounds):
+            if baseline:
+                peers.append(("mcp-stdio (Rust, baseline)", [baseline, url, "--log-level", "off"]))
+            runs: dict[str, list | None] = {name: [] for name, _ in peers}
+            for round_number in range(rounds):
+                turn = round_number % len(peers)
+                for name, command in peers[turn:] + peers[:turn]:
+                    if runs[name] is None:
+                        continue
                     try:
-                        runs.append(bench_stdio(command, calls, modern) | {"startup_ms": startup_ms(command, 3, modern)})
+                        runs[name].append(bench_stdio(command, calls, modern) | {"startup_ms": startup_ms(command, 3, modern)})
                     except Exception as error:  # a peer that cannot do this path at all
                         print(f"<!-- {name}, {path}: {error} -->")
-                        break
-                results[name] = median_of(runs) if len(runs) == rounds else None
+                        runs[name] = None
+            results = {name: median_of(r) if r else None for name, r in runs.items()}
             for name, r in results.items():
                 if r is None:
                     print(f"| {path} | {name} | fails | | | | |")
@@ -317,10 +322,14 @@ def bench_eras(calls: int, rounds: int, legacy_url: str) -> None:
                     f"| {path} | {name} | {r['p50_ms']:.3f} | {r['calls_per_s_16']:.0f} | {r.get('cpu_ms_per_call', nan):.3f} | "
                     f"{r.get('peak_rss_mib', nan):.1f} | {r.get('startup_ms', nan):.1f} |"
                 )
-            rust, python = results.values()
+            rust, python = results["mcp-stdio (Rust)"], results["mcp-stdio 0.45.2 (Python)"]
             if rust and python:
                 print(f"| {path} | CPU per call, Python / Rust | {python['cpu_ms_per_call'] / rust['cpu_ms_per_call']:.1f}x | "
                       f"throughput Rust / Python {rust['calls_per_s_16'] / python['calls_per_s_16']:.1f}x | | | |")
+            old = results.get("mcp-stdio (Rust, baseline)")
+            if rust and old:
+                print(f"| {path} | this build / baseline | CPU per call {rust['cpu_ms_per_call'] / old['cpu_ms_per_call']:.2f} | "
+                      f"calls/s {rust['calls_per_s_16'] / old['calls_per_s_16']:.2f} | | | |")
     finally:
         modern_upstream.terminate()
 

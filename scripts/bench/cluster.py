@@ -31,7 +31,9 @@ KEY = "benchmark-cluster-key-of-more-than-thirty-two-bytes"
 
 def cpu_ticks() -> dict[str, int]:
     """CPU time (clock ticks) so far of the processes a call passes through, by role."""
-    roles = {"mcp-stdio": "replicas", "nginx": "nginx", "stdio_fixture": "backend"}
+    # A process's name in /proc is its file's name, cut to 15 bytes (a baseline binary is
+    # often not called mcp-stdio).
+    roles = {BINARY.name[:15]: "replicas", "nginx": "nginx", "stdio_fixture": "backend"}
     totals: dict[str, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

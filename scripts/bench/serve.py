@@ -441,7 +441,7 @@ def embedded_token(binary: str, port: int, store: str) -> str:
 def bench_auth(args, script: str, kind: str) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    binary = str(ROOT / "target" / "release" / "mcp-stdio")
+    binary = args.binary
     provider = None
     state = tempfile.TemporaryDirectory()
     if kind == "jwt":

@@ -160,13 +160,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--backend", choices=["fixture", "everything"], default="fixture")
     parser.add_argument("--sample", type=float, default=30, help="seconds between samples")
+    parser.add_argument("--binary", default=str(bench.ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to soak")
     args = parser.parse_args()
     if args.backend == "everything":
         bench.BACKEND, bench.ECHO_ARGUMENT = bench.EVERYTHING, "message"
     port = bench.free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     # Room for every legacy client's session and the pool's backend, with the default spares.
-    command = [str(bench.ROOT / "target" / "release" / "mcp-stdio"), "serve", "--port", str(port), "--log-level", "warn", "--max-sessions", str(args.clients + 8), "--", *bench.BACKEND]
+    command = [args.binary, "serve", "--port", str(port), "--log-level", "warn", "--max-sessions", str(args.clients + 8), "--", *bench.BACKEND]
     log = open(bench.ROOT / ".cache" / "bench" / "soak-serve.log", "w")
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     stop = threading.Event()
