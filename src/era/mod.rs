@@ -8,6 +8,7 @@ pub mod listen;
 pub mod mrtr;
 pub mod paging;
 pub mod probe;
+pub mod request;
 pub mod state_token;
 pub mod tools;
 

@@ -83,7 +83,7 @@ pub async fn ask(
     params: Map<String, Value>,
 ) -> Option<Value> {
     let id = gateway.pool.next_id();
-    let line = Bytes::from(crate::era::envelope::request_line(
+    let line = Bytes::from(crate::era::request::request_line(
         &serde_json::to_string(&id).expect("a string"),
         method,
         &params,

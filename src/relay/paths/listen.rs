@@ -12,7 +12,8 @@ use tokio::sync::watch;
 
 use super::host_profile::HostProfile;
 use crate::era::META_SUBSCRIPTION_ID;
-use crate::era::envelope::{self, request_line};
+use crate::era::envelope;
+use crate::era::request::request_line;
 use crate::jsonrpc::message::{IdKey, Kind, Message};
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::context::Ctx;

@@ -9,8 +9,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::modern_host::{ModernHost, Subscription, ToLegacy};
-use crate::era::envelope::request_line;
 use crate::era::listen::{self, Filter};
+use crate::era::request::request_line;
 use crate::jsonrpc::message::IdKey;
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::gate::Failure;

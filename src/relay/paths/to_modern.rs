@@ -16,8 +16,9 @@ use super::listen::Listens;
 use super::tool_args::{add_param_headers, envelope_only, refresh};
 use crate::era::HEADER_MISMATCH;
 use crate::era::bridge::initialize_result;
-use crate::era::envelope::{self, request_line};
+use crate::era::envelope;
 use crate::era::mrtr::{self, InputRequest};
+use crate::era::request::request_line;
 use crate::jsonrpc::error::{INVALID_PARAMS, with_error_object};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::lines::result_line;
@@ -220,7 +221,7 @@ async fn forward(
             )
             .await?;
         }
-        let body = envelope::request_text(&raw_id, method, &body_params);
+        let body = crate::era::request::request_text(&raw_id, method, &body_params);
         let outgoing = Outgoing {
             body: Bytes::from(body),
             id: &crate::jsonrpc::message::IdKey::Str(id),

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::{Map, Value};
 
-use crate::era::envelope::request_line;
 use crate::era::paging::{Pages, with_cursor};
+use crate::era::request::request_line;
 use crate::era::tools::{MAX_LIST_PAGES, values};
 use crate::jsonrpc::message::IdKey;
 use crate::relay::call::{Aside, Outgoing, call};

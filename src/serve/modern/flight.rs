@@ -11,7 +11,6 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::era::envelope;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::IdKey;
 use crate::serve::backend::{Conflict, Undeliverable};
@@ -75,7 +74,7 @@ pub(super) async fn send(
                 .map(|token| *token = upstream_id.clone().into())
         })
         .is_some();
-    let line = Bytes::from(envelope::request_line(
+    let line = Bytes::from(crate::era::request::request_line(
         &serde_json::to_string(&upstream_id).expect("a string"),
         method,
         &params,
