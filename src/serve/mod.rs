@@ -13,7 +13,9 @@ mod sessions;
 pub mod spares;
 mod stdio_backend;
 
-// What the request path checks and counts, knowing nothing of the gateway.
+// What the request path checks and counts, knowing nothing of the gateway, and the
+// aggregate endpoint's rules for names and pages.
+pub mod aggregate;
 pub mod auth;
 pub mod cluster;
 pub mod guard;
