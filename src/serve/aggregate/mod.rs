@@ -2,6 +2,7 @@
 //! tools, prompts and resource URIs are named at the one endpoint and traced back, and how
 //! clients page through the merged lists.
 
+pub mod catalog;
 pub mod cursor;
 pub mod handshake;
 pub mod lists;
