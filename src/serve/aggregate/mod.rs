@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod cursor;
 pub mod handshake;
+pub mod ids;
 pub mod lists;
 pub mod names;
 pub mod route;

@@ -1,0 +1,139 @@
+//! Request ids across the aggregate endpoint's backends. A client's call runs on one
+//! backend, which is where its cancellation must go (`Running`). A backend's own question
+//! to the client (sampling, elicitation, roots) is sent under an id of the gateway's, since
+//! two backends may both use id 1, and the client's answer goes back to the backend that
+//! asked, under that backend's own id (`Questions`). Pure: the caller sends.
+
+use std::collections::HashMap;
+
+use crate::jsonrpc::message::IdKey;
+
+/// The client's requests in flight, and the backend each runs on.
+#[derive(Debug, Default)]
+pub struct Running {
+    on: HashMap<IdKey, usize>,
+}
+
+impl Running {
+    pub fn start(&mut self, id: IdKey, server: usize) {
+        self.on.insert(id, server);
+    }
+
+    /// The backend to tell about a `notifications/cancelled` for `id`, if it runs.
+    pub fn server_of(&self, id: &IdKey) -> Option<usize> {
+        self.on.get(id).copied()
+    }
+
+    pub fn end(&mut self, id: &IdKey) {
+        self.on.remove(id);
+    }
+
+    /// The calls a backend was running when it went away (each gets an error naming it).
+    pub fn on_server(&mut self, server: usize) -> Vec<IdKey> {
+        let ids: Vec<IdKey> = self
+            .on
+            .iter()
+            .filter(|(_, s)| **s == server)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &ids {
+            self.on.remove(id);
+        }
+        ids
+    }
+
+    pub fn len(&self) -> usize {
+        self.on.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.on.is_empty()
+    }
+}
+
+/// Backends' questions to the client, under the gateway's ids.
+#[derive(Debug, Default)]
+pub struct Questions {
+    next: u64,
+    /// gateway id → the backend that asked and its id, as written (raw JSON).
+    asked: HashMap<String, (usize, String)>,
+}
+
+impl Questions {
+    /// Records a backend's question (its id as raw JSON text) and gives the id to send it
+    /// to the client under, as raw JSON text.
+    pub fn ask(&mut self, server: usize, backend_id: &str) -> String {
+        self.next += 1;
+        let id = format!("mcp-stdio-aggregate-{server}-{}", self.next);
+        let raw = serde_json::to_string(&id).expect("a string serializes");
+        self.asked.insert(id, (server, backend_id.to_owned()));
+        raw
+    }
+
+    /// The backend and its own id (raw) for the client's answer to `id`; `None` for an
+    /// answer to nothing this gateway asked. Each answer is taken once.
+    pub fn answered(&mut self, id: &IdKey) -> Option<(usize, String)> {
+        match id {
+            IdKey::Str(id) => self.asked.remove(id),
+            IdKey::Num(_) => None,
+        }
+    }
+
+    /// Forgets a backend's questions when it goes away (their answers go nowhere).
+    pub fn forget_server(&mut self, server: usize) {
+        self.asked.retain(|_, (s, _)| *s != server);
+    }
+
+    pub fn pending(&self) -> usize {
+        self.asked.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn key(raw: &str) -> IdKey {
+        IdKey::from_raw(&RawValue::from_string(raw.to_owned()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_cancellation_finds_the_backend_that_runs_the_call() {
+        let mut running = Running::default();
+        running.start(key("1"), 0);
+        running.start(key("\"1\""), 1);
+        assert_eq!(running.server_of(&key("1")), Some(0));
+        assert_eq!(running.server_of(&key("\"1\"")), Some(1));
+        running.end(&key("1"));
+        assert_eq!(running.server_of(&key("1")), None);
+        running.start(key("2"), 1);
+        let mut lost = running.on_server(1);
+        lost.sort_by_key(|id| id.to_string());
+        assert_eq!(lost, [key("\"1\""), key("2")]);
+        assert!(running.is_empty());
+    }
+
+    #[test]
+    fn two_backends_asking_under_the_same_id_get_their_own_answers() {
+        let mut questions = Questions::default();
+        let first = questions.ask(0, "1");
+        let second = questions.ask(1, "1");
+        assert_ne!(first, second);
+        assert_eq!(questions.answered(&key(&second)), Some((1, "1".to_owned())));
+        assert_eq!(
+            questions.answered(&key(&second)),
+            None,
+            "an answer is taken once"
+        );
+        assert_eq!(
+            questions.answered(&key("1")),
+            None,
+            "not an id the gateway gave"
+        );
+        questions.ask(0, "\"q\"");
+        questions.forget_server(0);
+        assert_eq!(questions.answered(&key(&first)), None);
+        assert_eq!(questions.pending(), 0);
+    }
+}
