@@ -35,7 +35,7 @@ fuzz_target!(|input: &[u8]| {
     }
     if let Some(mut object) = envelope::params_object(params) {
         envelope::strip(&mut object);
-        let line = envelope::request_line("1", method, &object);
+        let line = mcp_stdio::era::request::request_line("1", method, &object);
         assert!(serde_json::from_slice::<serde_json::Value>(&line).is_ok(), "the request line is JSON");
     }
 });
