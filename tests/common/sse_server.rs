@@ -64,7 +64,7 @@ impl SseServer {
             .route(
                 "/messages",
                 post(move |headers: HeaderMap, body: Bytes| {
-                    on_post(for_post.clone(), headers, body)
+                    on_post_or_refuse(for_post.clone(), headers, body)
                 }),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -184,6 +184,31 @@ async fn open_stream(state: Arc<State>) -> Response<Body> {
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .body(body)
+        .unwrap()
+}
+
+/// `tools/call null_error` is refused in the POST's own body, 400 with a JSON-RPC error
+/// whose id is null (as some servers answer a request they could not read); everything
+/// else goes to `on_post`.
+async fn on_post_or_refuse(state: Arc<State>, headers: HeaderMap, body: Bytes) -> Response<Body> {
+    let refused = serde_json::from_slice::<Value>(&body)
+        .is_ok_and(|m| m["method"] == "tools/call" && m["params"]["name"] == "null_error");
+    if refused {
+        let message = serde_json::from_slice::<Value>(&body).unwrap();
+        state.posts.lock().unwrap().push((headers, message));
+        state.changed.notify_waiters();
+        let error = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32602, "message": "Invalid params: refused"}});
+        return Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .body(Body::from(error.to_string()))
+            .unwrap();
+    }
+    let status = on_post(state, headers, body).await;
+    Response::builder()
+        .status(status)
+        .body(Body::empty())
         .unwrap()
 }
 

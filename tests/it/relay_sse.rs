@@ -57,6 +57,35 @@ async fn relative_and_absolute_endpoints_are_resolved_against_the_sse_url() {
 }
 
 #[tokio::test]
+async fn an_id_null_error_in_the_posts_body_answers_once_and_logs_no_stray_answer() {
+    let server = SseServer::start("{base}/messages").await;
+    let mut relay = initialized(&server, &["--transport", "sse"]).await;
+    let answer = relay
+        .call(
+            json!(7),
+            "tools/call",
+            json!({"name": "null_error", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(
+        answer["error"]["message"], "Invalid params: refused",
+        "{answer}"
+    );
+    // The link still works, and the log is written past the refusal ("shutting down"
+    // follows it) without a second, stray delivery of the same answer.
+    let answer = relay.call(json!(8), "tools/call", echo("after")).await;
+    assert_eq!(text(&answer), "after");
+    relay.signal("TERM");
+    relay.wait_stderr("shutting down").await;
+    assert!(
+        !relay.stderr().contains("matches no pending request"),
+        "{}",
+        relay.stderr()
+    );
+}
+
+#[tokio::test]
 async fn an_endpoint_on_another_origin_is_refused_and_nothing_is_posted() {
     // Same server, other name: another origin, so the credentials must not go there.
     let server = SseServer::start("http://localhost:1/messages?sessionId=a1").await;

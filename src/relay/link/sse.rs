@@ -154,10 +154,8 @@ pub async fn exchange(
         .await
         .unwrap_or_default();
     if status.is_success() {
-        if message::parse(&body).is_ok_and(|m| m.kind == Kind::Response)
-            && let Routed::Own(line) = route(&link.gate, &body, Some(id)).await
-        {
-            link.gate.deliver(id, line).await;
+        if message::parse(&body).is_ok_and(|m| m.kind == Kind::Response) {
+            deliver_own(link, id, &body).await;
         }
         // Accepted while its stream dropped: the answer cannot come any more.
         if !state.is_current(stream) {
@@ -168,13 +166,24 @@ pub async fn exchange(
         return Ok(());
     }
     state.forget(id);
-    if is_jsonrpc_error(&body)
-        && let Routed::Own(line) = route(&link.gate, &body, Some(id)).await
-    {
-        link.gate.deliver(id, line).await;
+    if is_jsonrpc_error(&body) && deliver_own(link, id, &body).await {
         return Ok(());
     }
     Err(status_failure(status, retry_after))
+}
+
+/// Delivers an answer found in a POST's own body, if it answers `id`; whether it did.
+/// `route` has already delivered an `id: null` error itself (under `id`, leaving an empty
+/// line): delivering that again would find the request answered and log a stray answer.
+async fn deliver_own(link: &Arc<Link>, id: &IdKey, body: &[u8]) -> bool {
+    match route(&link.gate, body, Some(id)).await {
+        Routed::Own(line) if line.is_empty() => true,
+        Routed::Own(line) => {
+            link.gate.deliver(id, line).await;
+            true
+        }
+        Routed::Other => false,
+    }
 }
 
 /// POSTs a message that gets no answer (a notification, or the host's answer to the
