@@ -13,6 +13,7 @@ mod oauth;
 mod relay;
 mod sandbox;
 mod serve;
+mod serve_aggregate;
 mod serve_args;
 mod serve_cluster;
 mod serve_oauth;

@@ -55,6 +55,8 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
     let guards = guards(&mut args)?;
     let ttl = (!args.session_idle_ttl.is_zero()).then_some(args.session_idle_ttl);
     let spares = spare_policy(&args)?;
+    let aggregate =
+        super::serve_aggregate::aggregate_flags(&args.aggregate, args.config.is_some())?;
     Ok(ServeConfig {
         command,
         listen: SocketAddr::new(args.host, args.port),
@@ -91,6 +93,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         input_timeout: args.input_timeout,
         cluster,
         reload_grace: args.reload_grace,
+        aggregate,
     })
 }
 
@@ -257,7 +260,10 @@ fn config_file_rules(args: &ServeArgs, file: &std::path::Path) -> Result<(), Str
         ));
     }
     let alone = [
-        (args.path != "/mcp", "--path (each server is at /NAME/mcp)"),
+        (
+            args.path != "/mcp" && !args.aggregate.aggregate,
+            "--path (each server is at /NAME/mcp; --path is where --aggregate publishes them all)",
+        ),
         (
             args.embedded.enable_oauth,
             "--enable-oauth (give each server `auth = { mode = \"oauth-issuer\", … }` instead)",

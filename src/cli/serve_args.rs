@@ -194,6 +194,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub(super) cluster: super::serve_cluster::ClusterArgs,
 
+    #[command(flatten)]
+    pub(super) aggregate: super::serve_aggregate::AggregateArgs,
+
     /// The stdio server's protocol era: `auto` asks a disposable sibling process
     /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
     /// requests through with their envelope.

@@ -75,6 +75,8 @@ pub struct ServeConfig {
     /// `--reload-grace` (with `--config`): how long sessions of a server that a reload
     /// changed or removed may go on before they are ended.
     pub reload_grace: Duration,
+    /// `--aggregate` and its companions (with `--config`).
+    pub aggregate: super::aggregator::AggregateFlags,
 }
 
 impl ServeConfig {

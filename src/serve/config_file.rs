@@ -33,6 +33,9 @@ pub struct Entry {
     pub max_requests_per_session: Option<usize>,
     /// `None`: the command line's way of checking callers.
     pub auth: Option<EntryAuth>,
+    /// `[servers.NAME.aliases]`: a tool's or prompt's own name → the name an aggregate
+    /// endpoint publishes instead (to settle a collision or a name too long).
+    pub aliases: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +75,8 @@ struct Raw {
     spare_idle_ttl: Option<f64>,
     max_requests_per_session: Option<u64>,
     auth: Option<RawAuth>,
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
     /// Whatever else a host wrote (`disabled`, `alwaysAllow`, …).
     #[serde(flatten)]
     other: BTreeMap<String, serde_json::Value>,
@@ -89,11 +94,11 @@ struct RawAuth {
     scopes: Vec<String>,
 }
 
-const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth";
+const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth, aliases";
 
 /// Reads and checks the file; `env` reads the environment (for `${VAR}` and token
 /// variables). The error names the file and says what would work.
-pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Entry>, String> {
+pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--config {}: cannot read it: {e}", path.display()))?;
     parse(&text, path, env).map_err(|e| format!("--config {}: {e}", path.display()))
@@ -105,7 +110,7 @@ pub fn parse(
     text: &str,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<Entry>, String> {
+) -> Result<Loaded, String> {
     let json = match path.extension().and_then(|e| e.to_str()) {
         Some("json") => true,
         Some("toml") => false,
@@ -148,7 +153,19 @@ pub fn parse(
     if entries.is_empty() {
         return Err("no stdio servers in it: each needs a `command`".into());
     }
-    Ok(entries)
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let aggregates = super::config_aggregates::parse(&document, &names)?;
+    Ok(Loaded {
+        entries,
+        aggregates,
+    })
+}
+
+/// A file's servers, and the aggregate endpoints it names.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub entries: Vec<Entry>,
+    pub aggregates: Vec<super::config_aggregates::FileAggregate>,
 }
 
 fn check_name(name: &str) -> Result<(), String> {
@@ -259,6 +276,7 @@ fn entry(
             65_536,
         )?,
         auth: raw.auth.map(|a| auth(a, env)).transpose()?,
+        aliases: raw.aliases,
     })
 }
 
@@ -385,7 +403,7 @@ mod tests {
     }
 
     fn parsed(text: &str, file: &str) -> Result<Vec<Entry>, String> {
-        parse(text, Path::new(file), &env)
+        parse(text, Path::new(file), &env).map(|loaded| loaded.entries)
     }
 
     #[test]

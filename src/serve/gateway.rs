@@ -10,6 +10,7 @@ use http::Response;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::aggregator;
 use super::auth;
 use super::backend::Undeliverable;
 use super::child::Child;
@@ -48,6 +49,8 @@ pub struct Gateway {
     pub parked: Arc<crate::parking::Rounds<ChildCall>>,
     /// How each request's caller is checked.
     pub auth: auth::Auth,
+    /// An aggregate endpoint: its sessions go to the endpoint's servers, not to a child.
+    pub aggregate: Option<Arc<aggregator::Endpoint>>,
 }
 
 impl Gateway {
@@ -95,6 +98,18 @@ impl Gateway {
     /// its output and the supervisor that ends the child with the session (or the session
     /// with the child).
     pub fn open_session(
+        self: &Arc<Self>,
+        principal: Option<String>,
+        pooled: bool,
+    ) -> Result<Arc<Session>, Refused> {
+        match &self.aggregate {
+            Some(endpoint) => self.open_aggregate_session(endpoint.clone(), principal, pooled),
+            None => self.open_child_session(principal, pooled),
+        }
+    }
+
+    /// A session with a child of its own (see `open_session`).
+    fn open_child_session(
         self: &Arc<Self>,
         principal: Option<String>,
         pooled: bool,
@@ -189,6 +204,51 @@ impl Gateway {
             }
             gateway.sessions.remove(&supervised.id);
             gateway.spares.room();
+        });
+        Ok(session)
+    }
+
+    /// Starts a session at an aggregate endpoint: its servers get sessions of their own
+    /// when it first needs them; they end with it.
+    fn open_aggregate_session(
+        self: &Arc<Self>,
+        endpoint: Arc<aggregator::Endpoint>,
+        principal: Option<String>,
+        pooled: bool,
+    ) -> Result<Arc<Session>, Refused> {
+        let config = &self.config;
+        let owner = principal.clone();
+        let (session, ()) = self.sessions.insert_with(owner.as_deref(), || {
+            let id = match &self.cluster {
+                Some(cluster) => cluster.session_id(&new_session_id()),
+                None => new_session_id(),
+            };
+            let events = Arc::new(ServerEvents::new(short(&id), config.replay_buffer));
+            let backend = Arc::new(aggregator::AggregateBackend::new(
+                endpoint,
+                short(&id),
+                principal.clone(),
+                pooled,
+                events.clone(),
+                config.max_requests_per_session,
+                config.response_timeout,
+            ));
+            Ok((
+                Arc::new(Session::new(id, principal, backend, events, pooled)),
+                (),
+            ))
+        })?;
+        self.metrics
+            .sessions_created
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(session = %short(&session.id), "aggregate session started");
+        let supervised = session.clone();
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            supervised.end.cancelled().await;
+            supervised.fail_all("the session ended");
+            tracing::info!(session = %short(&supervised.id), "aggregate session ended");
+            gateway.sessions.remove(&supervised.id);
         });
         Ok(session)
     }

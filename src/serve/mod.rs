@@ -27,6 +27,9 @@ mod pool;
 mod responses;
 mod tool_cache;
 
+// An aggregate endpoint's sessions, in front of several served servers.
+pub mod aggregator;
+
 // One served server: its configuration, shared state and life.
 mod config;
 mod gateway;
@@ -41,7 +44,10 @@ mod params;
 mod pooled;
 mod replica;
 
-// The front door, a config file's servers behind one listener, and the listener.
+// The front door, a config file's servers (and its aggregate endpoints) behind one
+// listener, and the listener.
+mod aggregates;
+pub mod config_aggregates;
 pub mod config_file;
 mod front;
 mod listener;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::aggregator;
 use super::auth;
 use super::cluster;
 use super::config::ServeConfig;
@@ -29,6 +30,21 @@ pub struct Running {
 impl Running {
     /// Builds the gateway for `config` (its port already known) and starts its tasks.
     pub async fn start(config: ServeConfig) -> Result<Running, String> {
+        Self::start_with(config, None).await
+    }
+
+    /// Builds an aggregate endpoint's gateway (its sessions go to `endpoint`'s servers).
+    pub async fn start_aggregate(
+        config: ServeConfig,
+        endpoint: Arc<aggregator::Endpoint>,
+    ) -> Result<Running, String> {
+        Self::start_with(config, Some(endpoint)).await
+    }
+
+    async fn start_with(
+        config: ServeConfig,
+        aggregate: Option<Arc<aggregator::Endpoint>>,
+    ) -> Result<Running, String> {
         let cluster = config.cluster.as_ref().map(|settings| {
             cluster::Cluster::new(settings, config.response_timeout, config.session_max_age)
         });
@@ -93,8 +109,14 @@ impl Running {
             closing: CancellationToken::new(),
             draining: CancellationToken::new(),
             cluster,
-            era: tokio::sync::Mutex::new(None),
+            // An aggregate endpoint speaks the handshake era to the endpoints above it.
+            era: tokio::sync::Mutex::new(
+                aggregate
+                    .is_some()
+                    .then_some(super::child_era::ChildEra::Legacy),
+            ),
             parked,
+            aggregate,
         });
         // A config file's servers say which one is talking in every line they log.
         let span = gateway.config.span();

@@ -19,7 +19,10 @@ use http::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::aggregates;
+use super::aggregator::Members;
 use super::config::ServeConfig;
+use super::config_aggregates;
 use super::config_file::{self, Entry};
 use super::front;
 use super::gateway::Gateway;
@@ -27,6 +30,8 @@ use super::legacy::SESSION_ID;
 use super::metrics::{Gauges, labelled};
 use super::responses::{Readiness, readyz, text};
 use super::running::Running;
+use super::session::Session;
+use super::sessions::Refused;
 
 const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
@@ -55,13 +60,56 @@ pub struct Servers {
     reloads_refused: AtomicU64,
     /// `--reload-grace`: how long a changed or removed server's sessions may go on.
     reload_grace: Duration,
+    /// The aggregate endpoints (`--aggregate`, `[aggregates.NAME]`), fixed at start.
+    aggregates: Vec<aggregates::Aggregated>,
+}
+
+/// How an aggregate endpoint reaches the file's servers: through each one's current
+/// gateway, so a reload's new generation serves its new sessions.
+struct TableMembers(Arc<RwLock<BTreeMap<String, Named>>>);
+
+impl Members for TableMembers {
+    fn open(
+        &self,
+        server: &str,
+        principal: Option<String>,
+        pooled: bool,
+    ) -> Result<Arc<Session>, String> {
+        let gateway = self
+            .0
+            .read()
+            .expect("table lock")
+            .get(server)
+            .and_then(|named| named.current.clone())
+            .ok_or_else(|| "it was removed from the config file".to_owned())?;
+        if gateway.closing.is_cancelled() {
+            return Err("the gateway is shutting down".into());
+        }
+        gateway
+            .open_session(principal, pooled)
+            .map_err(|refused| match refused {
+                Refused::Full(max) => format!("it holds its most sessions ({max}, max_sessions)"),
+                Refused::PrincipalFull(max) => {
+                    format!("you hold its most sessions per principal ({max})")
+                }
+                Refused::Spawn(why) => why,
+            })
+    }
 }
 
 impl Servers {
     /// Reads the file and starts every server in it.
     pub async fn start(base: ServeConfig, file: PathBuf, origin: String) -> Result<Self, String> {
-        let entries = config_file::load(&file, &|name| std::env::var(name).ok())?;
-        let servers = Servers {
+        let loaded = config_file::load(&file, &|name| std::env::var(name).ok())?;
+        let entries = loaded.entries;
+        let named: Vec<config_aggregates::Server<'_>> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), &e.aliases))
+            .collect();
+        let specs =
+            config_aggregates::specs(&loaded.aggregates, &named, &base.aggregate, &base.path)
+                .map_err(|e| format!("--config {}: {e}", file.display()))?;
+        let mut servers = Servers {
             reload_grace: base.reload_grace,
             base,
             file,
@@ -72,10 +120,14 @@ impl Servers {
             closing: CancellationToken::new(),
             reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),
+            aggregates: Vec::new(),
         };
         for entry in entries {
             servers.add(entry).await?;
         }
+        let members = Arc::new(TableMembers(servers.table.clone()));
+        servers.aggregates =
+            aggregates::start(specs, &servers.base, members, &servers.origin).await?;
         Ok(servers)
     }
 
@@ -183,7 +235,14 @@ impl Servers {
     /// parse (or names a program that cannot be found) changes nothing.
     pub async fn reload(&self) {
         let entries = match config_file::load(&self.file, &|name| std::env::var(name).ok()) {
-            Ok(entries) => entries,
+            Ok(loaded) => {
+                if !self.aggregates.is_empty() || !loaded.aggregates.is_empty() {
+                    tracing::info!(
+                        "SIGHUP: the aggregate endpoints stay as they started (a change to them takes a restart); their servers follow the file"
+                    );
+                }
+                loaded.entries
+            }
             Err(e) => {
                 self.reloads_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("SIGHUP: not reloaded, every server goes on as it was: {e}");
@@ -243,6 +302,10 @@ impl Servers {
     /// Ends every server, the draining ones included.
     pub async fn stop_all(&self) {
         self.closing();
+        for aggregate in &self.aggregates {
+            aggregate.gateway.closing.cancel();
+        }
+        aggregates::stop_all(&self.aggregates).await;
         let running: Vec<Running> =
             std::mem::take(&mut *self.running.lock().expect("running lock"))
                 .into_values()
@@ -268,14 +331,33 @@ impl Servers {
             // One server at its --max-sessions leaves the others taking sessions, and only
             // a reload's retiring generations drain: the process is ready until it stops.
             (&Method::GET, "/readyz") => {
-                return readyz(if self.closing.is_cancelled() {
-                    Readiness::ShuttingDown
+                let (lines, closed_and_down) = aggregates::readiness(&self.aggregates);
+                if self.closing.is_cancelled() {
+                    return readyz(Readiness::ShuttingDown);
+                }
+                let status = if closed_and_down {
+                    StatusCode::SERVICE_UNAVAILABLE
                 } else {
-                    Readiness::Ready
-                });
+                    StatusCode::OK
+                };
+                let head = if closed_and_down {
+                    "not ready: an aggregate that fails closed has a server down\n"
+                } else {
+                    "ready\n"
+                };
+                return Response::builder()
+                    .status(status)
+                    .header(CONTENT_TYPE, "text/plain")
+                    .body(Body::from(format!("{head}{lines}")))
+                    .expect("a valid response");
             }
             (&Method::GET, "/metrics") => return self.metrics(&request),
             _ => {}
+        }
+        if let Some(aggregate) = aggregates::at(&self.aggregates, &path, PRM_PREFIX) {
+            let gateway = aggregate.gateway.clone();
+            let span = gateway.config.span();
+            return front::handle(gateway, peer, request).instrument(span).await;
         }
         let name = path
             .strip_prefix(PRM_PREFIX)
@@ -361,7 +443,10 @@ impl Servers {
             let servers = table.values().filter(|n| n.entry.is_some()).count();
             (parts, servers)
         };
+        let (aggregate_parts, aggregate_states) = aggregates::metrics(&self.aggregates);
+        let parts: Vec<(String, String)> = parts.into_iter().chain(aggregate_parts).collect();
         let mut body = labelled(&parts);
+        body.push_str(&aggregate_states);
         body.push_str(&format!(
             "# HELP mcp_stdio_servers Servers the config file names.\n# TYPE mcp_stdio_servers gauge\nmcp_stdio_servers {servers}\n\
              # HELP mcp_stdio_config_reloads_total SIGHUP reloads, applied or refused (the file did not parse).\n# TYPE mcp_stdio_config_reloads_total counter\n\

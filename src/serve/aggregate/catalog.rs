@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::cursor::{self, CursorError};
 use super::lists::{publish_named, publish_resources};
 use super::names::{Aliases, NameTable, Refused, check_separator, check_server_names};
-use super::route::List;
+use super::route::{List, Tables};
 use super::uris::UriPrefixes;
 
 const LISTS: [List; 4] = [
@@ -224,6 +224,23 @@ impl Catalog {
     /// The routing table of tools or prompts, merged if need be.
     pub fn names(&mut self, list: List) -> &NameTable {
         &self.merged(list).table
+    }
+
+    /// The tables requests are routed by (tools and prompts merged if need be).
+    pub fn tables(&mut self) -> Tables<'_> {
+        self.merged(List::Tools);
+        self.merged(List::Prompts);
+        let table = |list: List| {
+            &self.merged[list.index()]
+                .as_ref()
+                .expect("merged just now")
+                .table
+        };
+        Tables {
+            tools: table(List::Tools),
+            prompts: table(List::Prompts),
+            uris: &self.uris,
+        }
     }
 
     /// What could not be published in `list`, and why.

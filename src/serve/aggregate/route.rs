@@ -72,7 +72,20 @@ fn by_name(
     what: &str,
     list: &str,
 ) -> Result<Target, Unroutable> {
-    let params = object(params)?;
+    let (server, params) = named(object(params)?, table, what, list)?;
+    Ok(Target::One {
+        server,
+        params: Value::Object(params),
+    })
+}
+
+/// The backend a name leads to, and `params` with the backend's own name in it.
+fn named(
+    params: &Map<String, Value>,
+    table: &NameTable,
+    what: &str,
+    list: &str,
+) -> Result<(usize, Map<String, Value>), Unroutable> {
     let Some(public) = params.get("name").and_then(Value::as_str) else {
         return Err(Unroutable(format!(
             "Invalid params: name the {what} (\"name\")"
@@ -85,10 +98,7 @@ fn by_name(
     };
     let mut params = params.clone();
     params.insert("name".into(), Value::String(name.to_owned()));
-    Ok(Target::One {
-        server,
-        params: Value::Object(params),
-    })
+    Ok((server, params))
 }
 
 fn by_uri(params: Option<&Value>, key: &str, uris: &UriPrefixes) -> Result<Target, Unroutable> {
@@ -127,16 +137,8 @@ fn completion(params: Option<&Value>, tables: &Tables<'_>) -> Result<Target, Unr
         })?;
     let (server, reference) = match reference.get("type").and_then(Value::as_str) {
         Some("ref/prompt") => {
-            let Target::One { server, params } = by_name(
-                Some(&Value::Object(reference.clone())),
-                tables.prompts,
-                "prompt",
-                "prompts/list",
-            )?
-            else {
-                unreachable!("by_name gives one backend");
-            };
-            (server, params)
+            let (server, reference) = named(reference, tables.prompts, "prompt", "prompts/list")?;
+            (server, Value::Object(reference))
         }
         Some("ref/resource") => {
             let public = reference

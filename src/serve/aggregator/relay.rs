@@ -1,0 +1,212 @@
+//! Carrying one of the client's requests to the server it is routed to, and what comes
+//! back: the request's progress and log lines with their tokens untouched, the server's
+//! questions under the endpoint's ids (so two servers' ids never meet at the client), its
+//! answer with resource URIs published. What a member session says outside any request
+//! reaches the client's own stream the same way.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::backend::Inner;
+use super::endpoint::changed_list;
+use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST};
+use crate::jsonrpc::message::{self, IdKey, Kind};
+use crate::serve::backend::{Conflict, Event, request_progress_token};
+use crate::serve::session::Session;
+
+/// The results whose resource URIs are the server's own and must be published.
+fn carries_uris(method: &str) -> bool {
+    matches!(method, "tools/call" | "resources/read" | "prompts/get")
+}
+
+impl Inner {
+    /// Sends request `id` (`method` with the server's own `params`) to `server` and
+    /// delivers what comes back until its answer.
+    pub async fn forward(
+        self: Arc<Self>,
+        id: IdKey,
+        raw_id: String,
+        method: String,
+        server: usize,
+        params: Value,
+    ) {
+        let follower = self.clone();
+        let opened = move |session: Arc<Session>| follower.follow_member(server, session);
+        let session = match self.members.get(&self.endpoint, server, opened).await {
+            Ok(session) => session,
+            Err(why) => return self.refuse(&id, &raw_id, INTERNAL_ERROR, &why),
+        };
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{raw_id},"method":{},"params":{params}}}"#,
+            Value::String(method.clone())
+        );
+        let line = Bytes::from(line);
+        let raw_params = serde_json::value::to_raw_value(&params).ok();
+        let progress = request_progress_token(raw_params.as_deref());
+        let (tx, mut rx) = mpsc::channel(64);
+        match session.backend.register(id.clone(), &line, progress, tx) {
+            Ok(_) => {}
+            Err(Conflict::DifferentRequest) => {
+                return self.refuse(&id, &raw_id, INVALID_REQUEST, &format!("Conflict: request id {raw_id} is already in flight with a different request"));
+            }
+            Err(Conflict::Full) => {
+                return self.refuse(&id, &raw_id, INTERNAL_ERROR, &format!("Too Many Requests: the server {:?} has its most requests in flight for this session (its max_requests_per_session)", self.endpoint.server_name(server)));
+            }
+        }
+        self.running
+            .lock()
+            .expect("running lock")
+            .start(id.clone(), server);
+        session
+            .busy
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Err(why) = session.backend.send(line, self.response_timeout).await {
+            session.backend.forget(&id);
+            let why = format!(
+                "the server {:?} behind this endpoint did not take the request ({why:?}); try again",
+                self.endpoint.server_name(server)
+            );
+            self.refuse(&id, &raw_id, INTERNAL_ERROR, &why);
+        } else {
+            self.carry(&id, &method, server, &session, &mut rx).await;
+        }
+        session
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        session.touch();
+        self.running.lock().expect("running lock").end(&id);
+    }
+
+    /// Delivers the request's events until its answer (or until nobody waits for it).
+    async fn carry(
+        &self,
+        id: &IdKey,
+        method: &str,
+        server: usize,
+        session: &Session,
+        rx: &mut mpsc::Receiver<Event>,
+    ) {
+        loop {
+            let event = tokio::select! {
+                event = rx.recv() => event,
+                () = self.ended.cancelled() => None,
+            };
+            match event {
+                Some(Event::Message(line)) => {
+                    if let Some(line) = self.heard_from_server(server, line) {
+                        self.deliver(id, Event::Message(line));
+                    }
+                }
+                Some(Event::Answer(line)) => {
+                    let line = if carries_uris(method) {
+                        self.publish_answer(server, line)
+                    } else {
+                        line
+                    };
+                    self.deliver(id, Event::Answer(line));
+                    return;
+                }
+                Some(Event::Failed(why)) => {
+                    let why = format!(
+                        "the server {:?} behind this endpoint: {why}",
+                        self.endpoint.server_name(server)
+                    );
+                    self.deliver(id, Event::Failed(why));
+                    return;
+                }
+                None => {
+                    session.backend.forget(id);
+                    return;
+                }
+            }
+            if !self.is_waited_for(id) {
+                session.backend.forget(id);
+                return;
+            }
+        }
+    }
+
+    fn publish_answer(&self, server: usize, line: Bytes) -> Bytes {
+        let Ok(mut answer) = serde_json::from_slice::<Value>(&line) else {
+            return line;
+        };
+        let Some(result) = answer.get_mut("result") else {
+            return line;
+        };
+        self.endpoint.publish_uris(server, result);
+        Bytes::from(answer.to_string())
+    }
+
+    /// A message from `server` for the client: its questions renamed, its resource
+    /// updates published, its list changes noted (`None`: nothing to pass on).
+    fn heard_from_server(&self, server: usize, line: Bytes) -> Option<Bytes> {
+        let parsed = message::parse(&line).ok()?;
+        match parsed.kind {
+            Kind::Request => {
+                let asked_as = parsed.id?.get().to_owned();
+                let id = self
+                    .questions
+                    .lock()
+                    .expect("questions lock")
+                    .ask(server, &asked_as);
+                let mut question: Value = serde_json::from_slice(&line).ok()?;
+                question["id"] = serde_json::from_str(&id).ok()?;
+                Some(Bytes::from(question.to_string()))
+            }
+            Kind::Notification => {
+                if let Some(list) = changed_list(&line) {
+                    // The endpoint tells every client once its list is read again.
+                    self.endpoint.list_changed(server, list);
+                    return None;
+                }
+                if parsed.method.as_deref() == Some("notifications/resources/updated") {
+                    let mut update: Value = serde_json::from_slice(&line).ok()?;
+                    if let Some(uri) = update["params"]["uri"].as_str() {
+                        update["params"]["uri"] =
+                            Value::String(self.endpoint.publish_uri(server, uri));
+                    }
+                    return Some(Bytes::from(update.to_string()));
+                }
+                Some(line)
+            }
+            Kind::Response => None,
+        }
+    }
+
+    /// What a member session says outside any request reaches the client's stream.
+    fn follow_member(self: Arc<Self>, server: usize, session: Arc<Session>) {
+        tokio::spawn(async move {
+            let mut changes = session.events.changes.subscribe();
+            let (generation, mut cursor) = session.events.open_stream(None);
+            loop {
+                let notified = session.events.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                match session.events.events_from(generation, cursor) {
+                    Some(events) => {
+                        for (number, line) in events {
+                            cursor = number + 1;
+                            if let Some(line) = self.heard_from_server(server, line) {
+                                self.tell(line);
+                            }
+                        }
+                    }
+                    None => return,
+                }
+                tokio::select! {
+                    () = &mut notified => {}
+                    change = changes.recv() => {
+                        if let Ok(line) = change && let Some(line) = self.heard_from_server(server, line) {
+                            self.tell(line);
+                        }
+                    }
+                    () = session.ended.cancelled() => return,
+                    () = self.ended.cancelled() => return,
+                }
+            }
+        });
+    }
+}
