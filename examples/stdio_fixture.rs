@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+#[path = "fixture_parts/catalog.rs"]
+mod catalog;
+
 type Waiters = Arc<Mutex<HashMap<String, mpsc::Sender<Value>>>>;
 
 /// What the client said to the question `ask-later` asked after its call ended.
@@ -41,7 +44,11 @@ fn main() {
             continue;
         }
         if message.get("id").is_none() {
-            continue; // notifications
+            // Notifications; a cancellation is logged, so a test can see which server got it.
+            if message["method"] == "notifications/cancelled" {
+                eprintln!("fixture: cancelled {}", message["params"]["requestId"]);
+            }
+            continue;
         }
         // FIXTURE_ERA=silent: a server that never answers the era probe; silent-modern:
         // nor does it accept initialize (a 2026-07-28 server too slow for the probe).
@@ -77,10 +84,15 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
     let params = &request["params"];
     let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
     let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
-    let result = match request["method"].as_str().unwrap_or_default() {
+    let method = request["method"].as_str().unwrap_or_default();
+    if let Some(result) = catalog::answer(method, params) {
+        send(out, &answer(result));
+        return;
+    }
+    let result = match method {
         "initialize" => json!({
             "protocolVersion": params["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": catalog::capabilities(),
             "serverInfo": {"name": "stdio-fixture", "version": "1"}
         }),
         "ping" => json!({}),
@@ -91,24 +103,27 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "modern-fixture", "version": "1"}
         }),
-        "tools/list" => json!({"tools": [
-            {"name": "echo", "inputSchema": {"type": "object"}},
-            {"name": "slow", "inputSchema": {"type": "object"}},
-            {"name": "progress", "inputSchema": {"type": "object"}},
-            {"name": "ask", "inputSchema": {"type": "object"}},
-            {"name": "roots", "inputSchema": {"type": "object"}},
-            {"name": "ask-later", "inputSchema": {"type": "object"}},
-            {"name": "heard", "inputSchema": {"type": "object"}},
-            {"name": "announce", "inputSchema": {"type": "object"}},
-            {"name": "announce-burst", "inputSchema": {"type": "object"}},
-            {"name": "crash", "inputSchema": {"type": "object"}},
-            {"name": "grandchild", "inputSchema": {"type": "object"}},
-            {"name": "whoami", "inputSchema": {"type": "object"}},
-            {"name": "noise", "inputSchema": {"type": "object"}},
-            {"name": "meta", "inputSchema": {"type": "object"}},
-            {"name": "region", "inputSchema": {"type": "object", "properties": {
-                "region": {"type": "string", "x-mcp-header": "Region"}}}}
-        ]}),
+        "tools/list" => catalog::paged(
+            json!([
+                {"name": "echo", "inputSchema": {"type": "object"}},
+                {"name": "slow", "inputSchema": {"type": "object"}},
+                {"name": "progress", "inputSchema": {"type": "object"}},
+                {"name": "ask", "inputSchema": {"type": "object"}},
+                {"name": "roots", "inputSchema": {"type": "object"}},
+                {"name": "ask-later", "inputSchema": {"type": "object"}},
+                {"name": "heard", "inputSchema": {"type": "object"}},
+                {"name": "announce", "inputSchema": {"type": "object"}},
+                {"name": "announce-burst", "inputSchema": {"type": "object"}},
+                {"name": "crash", "inputSchema": {"type": "object"}},
+                {"name": "grandchild", "inputSchema": {"type": "object"}},
+                {"name": "whoami", "inputSchema": {"type": "object"}},
+                {"name": "noise", "inputSchema": {"type": "object"}},
+                {"name": "meta", "inputSchema": {"type": "object"}},
+                {"name": "region", "inputSchema": {"type": "object", "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"}}}}
+            ]),
+            params,
+        ),
         "tools/call" => {
             let arguments = &params["arguments"];
             match params["name"].as_str().unwrap_or_default() {

@@ -276,7 +276,16 @@ fn config_file_rules(args: &ServeArgs, file: &std::path::Path) -> Result<(), Str
     if let Some((_, flag)) = alone.iter().find(|(on, _)| *on) {
         return Err(format!("--config cannot be used with {flag}"));
     }
-    crate::serve::config_file::load(file, &|name| std::env::var(name).ok()).map(|_| ())
+    let loaded = crate::serve::config_file::load(file, &|name| std::env::var(name).ok())?;
+    let flags = super::serve_aggregate::aggregate_flags(&args.aggregate, true)?;
+    let servers: Vec<crate::serve::config_aggregates::Server<'_>> = loaded
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), &e.aliases))
+        .collect();
+    crate::serve::config_aggregates::specs(&loaded.aggregates, &servers, &flags, &args.path)
+        .map(|_| ())
+        .map_err(|e| format!("--config {}: {e}", file.display()))
 }
 
 /// `--oauth-issuer` and its companions, checked; `None` without `--oauth-issuer`.

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::aggregate::names::{Aliases, check_separator};
+use super::aggregate::names::{Aliases, check_separator, check_server_names};
+use super::aggregate::uris::UriPrefixes;
 use super::aggregator::{AggregateFlags, AggregateSpec};
 
 /// A server of the file as the aggregates see it: its name and its aliases.
@@ -167,6 +168,8 @@ pub fn specs(
             .servers
             .clone()
             .unwrap_or_else(|| entries.iter().map(|(e, _)| (*e).to_owned()).collect());
+        check_server_names(&servers, &separator).map_err(|e| format!("aggregate {name:?}: {e}"))?;
+        UriPrefixes::new(&servers).map_err(|e| format!("aggregate {name:?}: {e}"))?;
         specs.push(AggregateSpec {
             name: name.clone(),
             path,

@@ -26,6 +26,7 @@ mod sandbox;
 mod sandbox_guards;
 mod secrets;
 mod serve;
+mod serve_aggregate;
 mod serve_auth;
 mod serve_cluster;
 mod serve_config;

@@ -43,6 +43,8 @@ pub(super) struct Inner {
     pub running: Mutex<Running>,
     /// The servers' questions, under the endpoint's ids.
     pub questions: Mutex<Questions>,
+    /// Calls cancelled while their server's session was opening: never sent.
+    pub cancelled: Mutex<std::collections::HashSet<IdKey>>,
     /// `--timeout-response`: the longest wait for a server to take a message.
     pub response_timeout: Duration,
     /// Fired when the session ends: its tasks stop.
@@ -74,6 +76,7 @@ impl AggregateBackend {
             events,
             running: Mutex::new(Running::default()),
             questions: Mutex::new(Questions::default()),
+            cancelled: Mutex::default(),
             response_timeout,
             ended: CancellationToken::new(),
         });
@@ -255,8 +258,19 @@ impl Inner {
                         return;
                     };
                     let server = self.running.lock().expect("running lock").server_of(&id);
-                    if let Some(session) = server.and_then(|s| self.members.get_open(s)) {
-                        session.backend.send_now(line);
+                    match server.and_then(|s| self.members.get_open(s).map(|m| (s, m))) {
+                        Some((server, session)) => {
+                            tracing::debug!(session = %self.name, %id, server = %self.endpoint.server_name(server), "a cancellation, to the server that runs the call");
+                            session.backend.send_now(line);
+                        }
+                        None if server.is_some() => {
+                            // Its server's session is still opening: it is never sent.
+                            tracing::debug!(session = %self.name, %id, "a cancellation of a call not sent yet");
+                            self.cancelled.lock().expect("cancelled lock").insert(id);
+                        }
+                        None => {
+                            tracing::debug!(session = %self.name, %id, "a cancellation of no call in progress; dropped");
+                        }
                     }
                 }
                 Some("notifications/initialized") => {}

@@ -33,51 +33,91 @@ impl Inner {
         server: usize,
         params: Value,
     ) {
+        // From here on a cancellation knows where the call goes.
+        self.running
+            .lock()
+            .expect("running lock")
+            .start(id.clone(), server);
+        if let Some(session) = self.session_for(&id, &raw_id, server).await {
+            self.send_and_carry(&id, &raw_id, &method, server, &params, &session)
+                .await;
+        }
+        self.running.lock().expect("running lock").end(&id);
+    }
+
+    /// The client's session with `server` for request `id`; `None` when the request was
+    /// answered instead (the server is unavailable, or the call was cancelled meanwhile).
+    async fn session_for(
+        self: &Arc<Self>,
+        id: &IdKey,
+        raw_id: &str,
+        server: usize,
+    ) -> Option<Arc<Session>> {
         let follower = self.clone();
         let opened = move |session: Arc<Session>| follower.follow_member(server, session);
-        let session = match self.members.get(&self.endpoint, server, opened).await {
-            Ok(session) => session,
-            Err(why) => return self.refuse(&id, &raw_id, INTERNAL_ERROR, &why),
-        };
+        let session = self.members.get(&self.endpoint, server, opened).await;
+        if self.cancelled.lock().expect("cancelled lock").remove(id) {
+            self.refuse(
+                id,
+                raw_id,
+                INTERNAL_ERROR,
+                "the request was cancelled before its server was reached",
+            );
+            return None;
+        }
+        match session {
+            Ok(session) => Some(session),
+            Err(why) => {
+                self.refuse(id, raw_id, INTERNAL_ERROR, &why);
+                None
+            }
+        }
+    }
+
+    /// Registers and sends the request to the server's session and carries its events.
+    async fn send_and_carry(
+        &self,
+        id: &IdKey,
+        raw_id: &str,
+        method: &str,
+        server: usize,
+        params: &Value,
+        session: &Session,
+    ) {
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{raw_id},"method":{},"params":{params}}}"#,
-            Value::String(method.clone())
+            Value::String(method.to_owned())
         );
         let line = Bytes::from(line);
-        let raw_params = serde_json::value::to_raw_value(&params).ok();
+        let raw_params = serde_json::value::to_raw_value(params).ok();
         let progress = request_progress_token(raw_params.as_deref());
         let (tx, mut rx) = mpsc::channel(64);
         match session.backend.register(id.clone(), &line, progress, tx) {
             Ok(_) => {}
             Err(Conflict::DifferentRequest) => {
-                return self.refuse(&id, &raw_id, INVALID_REQUEST, &format!("Conflict: request id {raw_id} is already in flight with a different request"));
+                return self.refuse(id, raw_id, INVALID_REQUEST, &format!("Conflict: request id {raw_id} is already in flight with a different request"));
             }
             Err(Conflict::Full) => {
-                return self.refuse(&id, &raw_id, INTERNAL_ERROR, &format!("Too Many Requests: the server {:?} has its most requests in flight for this session (its max_requests_per_session)", self.endpoint.server_name(server)));
+                return self.refuse(id, raw_id, INTERNAL_ERROR, &format!("Too Many Requests: the server {:?} has its most requests in flight for this session (its max_requests_per_session)", self.endpoint.server_name(server)));
             }
         }
-        self.running
-            .lock()
-            .expect("running lock")
-            .start(id.clone(), server);
         session
             .busy
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Err(why) = session.backend.send(line, self.response_timeout).await {
-            session.backend.forget(&id);
+            session.backend.forget(id);
             let why = format!(
                 "the server {:?} behind this endpoint did not take the request ({why:?}); try again",
                 self.endpoint.server_name(server)
             );
-            self.refuse(&id, &raw_id, INTERNAL_ERROR, &why);
+            self.refuse(id, raw_id, INTERNAL_ERROR, &why);
         } else {
-            self.carry(&id, &method, server, &session, &mut rx).await;
+            self.carry(id, method, server, session, &mut rx).await;
         }
         session
             .busy
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         session.touch();
-        self.running.lock().expect("running lock").end(&id);
     }
 
     /// Delivers the request's events until its answer (or until nobody waits for it).

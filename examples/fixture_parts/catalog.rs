@@ -1,0 +1,71 @@
+//! The fixture's lists beyond its tools, for the aggregate endpoint's tests:
+//! `FIXTURE_CATALOG=full` adds a resource, a resource template, a prompt, completion,
+//! logging and a tool whose result links the resource; `FIXTURE_PAGE_SIZE=N` pages
+//! `tools/list` N tools at a time; `FIXTURE_EXTRA_TOOL=NAME` lists one more tool.
+
+use serde_json::{Value, json};
+
+fn full() -> bool {
+    std::env::var("FIXTURE_CATALOG").as_deref() == Ok("full")
+}
+
+pub fn capabilities() -> Value {
+    if full() {
+        json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true},
+            "completions": {}, "logging": {}})
+    } else {
+        json!({"tools": {"listChanged": true}})
+    }
+}
+
+/// `tools/list` with the extra tools, one page at the cursor (`"page:OFFSET"`).
+pub fn paged(tools: Value, params: &Value) -> Value {
+    let mut tools = tools.as_array().cloned().unwrap_or_default();
+    if full() {
+        tools.push(json!({"name": "link", "inputSchema": {"type": "object"}}));
+    }
+    if let Ok(extra) = std::env::var("FIXTURE_EXTRA_TOOL") {
+        tools.push(json!({"name": extra, "inputSchema": {"type": "object"}}));
+    }
+    let size = std::env::var("FIXTURE_PAGE_SIZE")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
+    let start = params["cursor"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("page:"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(tools.len());
+    let end = start.saturating_add(size).min(tools.len());
+    let mut result = json!({"tools": tools[start..end]});
+    if end < tools.len() {
+        result["nextCursor"] = Value::String(format!("page:{end}"));
+    }
+    result
+}
+
+/// The answer to a request of the full catalog, if it is one.
+pub fn answer(method: &str, params: &Value) -> Option<Value> {
+    if !full() {
+        return None;
+    }
+    Some(match method {
+        "resources/list" => json!({"resources": [{"uri": "fixture://note", "name": "note"}]}),
+        "resources/templates/list" => {
+            json!({"resourceTemplates": [{"uriTemplate": "fixture://notes/{id}", "name": "notes"}]})
+        }
+        "resources/read" => {
+            let uri = params["uri"].as_str().unwrap_or_default();
+            json!({"contents": [{"uri": uri, "text": format!("read {uri}")}]})
+        }
+        "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => json!({}),
+        "prompts/list" => json!({"prompts": [{"name": "greet"}]}),
+        "prompts/get" => json!({"messages": [{"role": "user", "content": {"type": "text",
+            "text": format!("hello from {}", params["name"].as_str().unwrap_or_default())}}]}),
+        "completion/complete" => json!({"completion": {"values": [format!("{}", params["ref"])]}}),
+        "tools/call" if params["name"] == "link" => json!({"content": [
+            {"type": "resource_link", "uri": "fixture://note", "name": "note"}]}),
+        _ => return None,
+    })
+}

@@ -1,0 +1,654 @@
+//! `serve --config FILE --aggregate`: the file's servers behind one endpoint. Names
+//! SERVER__NAME with every page of every server's list behind the gateway's own cursor,
+//! URIs SERVER+URI both ways, a server's question answered by the client in both eras,
+//! cancellation reaching the server that runs the call, collisions and bad names refused
+//! at load, a dead server left out (fail open) or the endpoint refused (fail closed).
+
+use std::path::Path;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use crate::common::serve::*;
+use crate::common::{binary, eventually, run_to_end};
+
+/// A fixture server with the full catalog, its tools paged `page` at a time.
+fn full_entry(name: &str, page: usize, extra: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nenv = {{ FIXTURE_CATALOG = \"full\", FIXTURE_PAGE_SIZE = \"{page}\" }}\n{extra}\n",
+        fixture()
+    )
+}
+
+async fn start(file: &Path, flags: &[&str]) -> Serve {
+    let mut command = tokio::process::Command::new(binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(file)
+        .args(flags)
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    Serve::spawn(command).await
+}
+
+fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+    let file = dir.join("serve.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+async fn rpc(serve: &Serve, session: &str, id: u64, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", session)],
+            &body.to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    if answer.body.starts_with('{') {
+        answer.json()
+    } else {
+        answer.events().pop().expect("an answer")
+    }
+}
+
+/// Every page of a list, following the gateway's cursor.
+async fn every_page(serve: &Serve, session: &str, method: &str, key: &str) -> (Vec<Value>, usize) {
+    let (mut items, mut pages, mut cursor) = (Vec::new(), 0, None::<String>);
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let answer = rpc(serve, session, 100 + pages as u64, method, params).await;
+        pages += 1;
+        items.extend(
+            answer["result"][key]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        match answer["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (items, pages),
+        }
+    }
+}
+
+fn names(items: &[Value], key: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn names_pages_uris_prompts_and_completion_through_one_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 4, ""),
+            full_entry("beta", 3, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate", "--aggregate-page-size", "10"]).await;
+    let init = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let result = &init.json()["result"];
+    assert_eq!(
+        result["serverInfo"]["name"],
+        "mcp-stdio aggregate aggregate"
+    );
+    assert_eq!(
+        result["capabilities"]["resources"]["subscribe"], true,
+        "{result}"
+    );
+    assert!(result["capabilities"]["prompts"].is_object(), "{result}");
+    let session = init.session();
+
+    // Every tool of both servers, each once, across pages of 10 (the servers page by 4 and 3).
+    let (tools, pages) = every_page(&serve, &session, "tools/list", "tools").await;
+    let tools = names(&tools, "name");
+    assert_eq!(tools.len(), 32, "{tools:?}");
+    assert_eq!(pages, 4);
+    for server in ["alpha", "beta"] {
+        for tool in ["echo", "link", "region", "ask"] {
+            let name = format!("{server}__{tool}");
+            assert_eq!(
+                tools.iter().filter(|t| **t == name).count(),
+                1,
+                "{name} in {tools:?}"
+            );
+        }
+    }
+    // A cursor the gateway did not give is refused with what would work.
+    let foreign = rpc(
+        &serve,
+        &session,
+        5,
+        "tools/list",
+        json!({"cursor": "page:4"}),
+    )
+    .await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    assert!(
+        foreign["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("list again without a cursor")
+    );
+
+    let echo = rpc(
+        &serve,
+        &session,
+        6,
+        "tools/call",
+        json!({"name": "beta__echo", "arguments": {"text": "to beta"}}),
+    )
+    .await;
+    assert_eq!(echo["result"]["content"][0]["text"], "to beta", "{echo}");
+    let unknown = rpc(
+        &serve,
+        &session,
+        7,
+        "tools/call",
+        json!({"name": "gamma__echo"}),
+    )
+    .await;
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tools/list gives the names"),
+        "{unknown}"
+    );
+
+    // Resources: published as SERVER+URI, read back by that URI, and so in results.
+    let (resources, _) = every_page(&serve, &session, "resources/list", "resources").await;
+    assert_eq!(
+        names(&resources, "uri"),
+        ["alpha+fixture://note", "beta+fixture://note"]
+    );
+    let (templates, _) = every_page(
+        &serve,
+        &session,
+        "resources/templates/list",
+        "resourceTemplates",
+    )
+    .await;
+    assert_eq!(
+        names(&templates, "uriTemplate"),
+        ["alpha+fixture://notes/{id}", "beta+fixture://notes/{id}"]
+    );
+    let read = rpc(
+        &serve,
+        &session,
+        8,
+        "resources/read",
+        json!({"uri": "beta+fixture://note"}),
+    )
+    .await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "read fixture://note",
+        "{read}"
+    );
+    assert_eq!(
+        read["result"]["contents"][0]["uri"], "beta+fixture://note",
+        "{read}"
+    );
+    let link = rpc(
+        &serve,
+        &session,
+        9,
+        "tools/call",
+        json!({"name": "alpha__link"}),
+    )
+    .await;
+    assert_eq!(
+        link["result"]["content"][0]["uri"], "alpha+fixture://note",
+        "{link}"
+    );
+    let subscribe = rpc(
+        &serve,
+        &session,
+        10,
+        "resources/subscribe",
+        json!({"uri": "alpha+fixture://note"}),
+    )
+    .await;
+    assert_eq!(subscribe["result"], json!({}), "{subscribe}");
+
+    // Prompts and completion go where the name leads.
+    let (prompts, _) = every_page(&serve, &session, "prompts/list", "prompts").await;
+    assert_eq!(names(&prompts, "name"), ["alpha__greet", "beta__greet"]);
+    let prompt = rpc(
+        &serve,
+        &session,
+        11,
+        "prompts/get",
+        json!({"name": "beta__greet"}),
+    )
+    .await;
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"], "hello from greet",
+        "{prompt}"
+    );
+    let complete = rpc(&serve, &session, 12, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "alpha__greet"}, "argument": {"name": "x", "value": ""}})).await;
+    assert!(
+        complete["result"]["completion"]["values"][0]
+            .as_str()
+            .unwrap()
+            .contains("\"greet\""),
+        "{complete}"
+    );
+    let level = rpc(
+        &serve,
+        &session,
+        13,
+        "logging/setLevel",
+        json!({"level": "debug"}),
+    )
+    .await;
+    assert_eq!(level["result"], json!({}));
+
+    let ready = serve.send("GET", "/readyz", &[], "").await;
+    assert_eq!(ready.status, 200);
+    assert!(
+        ready.body.contains("aggregate aggregate server beta: up"),
+        "{}",
+        ready.body
+    );
+    let metrics = serve.send("GET", "/metrics", &[], "").await;
+    assert!(
+        metrics
+            .body
+            .contains("mcp_stdio_aggregate_server_up{aggregate=\"aggregate\",server=\"alpha\"} 1"),
+        "{}",
+        metrics.body
+    );
+}
+
+#[tokio::test]
+async fn a_collision_and_a_name_too_long_are_refused_naming_both_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "t".repeat(70);
+    let text = format!(
+        "{}[servers.alpha.aliases]\necho = \"beta__echo\"\n{}",
+        full_entry("alpha", 100, ""),
+        full_entry("beta", 100, &format!("env.FIXTURE_EXTRA_TOOL = \"{long}\""))
+            .replace("env = {", "# env = {"),
+    );
+    let text = text.replace(
+        "# env = { FIXTURE_CATALOG = \"full\", FIXTURE_PAGE_SIZE = \"100\" }",
+        "env.FIXTURE_CATALOG = \"full\"",
+    );
+    let file = write(dir.path(), &text);
+    let serve = start(&file, &["--aggregate"]).await;
+    let session = serve.initialize().await;
+    let (tools, _) = every_page(&serve, &session, "tools/list", "tools").await;
+    let tools = names(&tools, "name");
+    assert!(
+        tools.contains(&"alpha__link".to_owned()),
+        "the channel is alive: {tools:?}"
+    );
+    assert!(
+        !tools.contains(&"beta__echo".to_owned()),
+        "both sides of a collision are refused: {tools:?}"
+    );
+    assert!(!tools.iter().any(|t| t.contains(&long)), "{tools:?}");
+    serve.wait_stderr("beta__echo").await;
+    let log = serve.stderr();
+    assert!(
+        log.contains("[servers.NAME.aliases]") || log.contains("aliases"),
+        "{log}"
+    );
+    assert!(log.contains(&long), "the long name is named: {log}");
+}
+
+#[test]
+fn bad_aggregate_configs_are_usage_errors_that_say_what_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture();
+    let cases = [
+        (
+            format!("[servers.a__b]\ncommand = {fixture:?}\n"),
+            vec!["--aggregate"],
+            "separator",
+        ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\n"),
+            vec!["--aggregate", "--aggregate-separator", "::"],
+            "1 to 4 of '_' and '-'",
+        ),
+        (
+            format!(
+                "[servers.a]\ncommand = {fixture:?}\n[aggregates.team]\nservers = [\"nope\"]\n"
+            ),
+            vec![],
+            "no server is named \"nope\"",
+        ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\n[aggregates.team]\npath = \"/a/mcp\"\n"),
+            vec![],
+            "where the server \"a\" is served",
+        ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\n[aggregates.team]\nfail = \"maybe\"\n"),
+            vec![],
+            "use open or closed",
+        ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\n[aggregates.team]\nwhat = 1\n"),
+            vec![],
+            "its keys are path, servers, separator, fail",
+        ),
+    ];
+    for (text, flags, needle) in cases {
+        let file = write(dir.path(), &text);
+        let file = file.to_str().unwrap();
+        let mut args = vec!["serve", "--port", "0", "--config", file];
+        args.extend(flags);
+        let (code, _, stderr) = run_to_end(&args);
+        assert_eq!(code, 2, "{text}: {stderr}");
+        assert!(stderr.contains(needle), "{text}: {needle:?} in {stderr}");
+    }
+    let (code, _, stderr) = run_to_end(&["serve", "--port", "0", "--aggregate", "--", &fixture]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("give --config FILE"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_servers_question_is_answered_by_a_handshake_era_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 100, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate"]).await;
+    let session = serve.initialize().await;
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(Full::new(Bytes::from(
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"beta__ask"}})
+                .to_string(),
+        )))
+        .unwrap();
+    let mut body = serve.http.request(request).await.unwrap().into_body();
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.contains("elicitation/create")
+    })
+    .await;
+    let question: Value =
+        serde_json::from_str(seen.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    let id = question["id"].as_str().unwrap();
+    assert!(
+        id.starts_with("mcp-stdio-aggregate-1-"),
+        "the question is under the gateway's id: {question}"
+    );
+    let reply = serve
+        .post(
+            Some(&session),
+            json!({"jsonrpc":"2.0","id":id,"result":{"action":"accept","content":{"name":"Ada"}}}),
+        )
+        .await;
+    assert_eq!(reply.status, 202);
+    read_until(&mut body, &mut seen, |s: &str| s.contains("asked: Ada")).await;
+}
+
+#[tokio::test]
+async fn a_2026_client_lists_calls_and_answers_a_question_as_an_input_required_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 2, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate"]).await;
+    let list = serve.modern(json!(1), "tools/list", json!({}), None).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(
+        list.json()["result"]["tools"].as_array().unwrap().len(),
+        32,
+        "{}",
+        list.body
+    );
+    let echo = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            json!({"name": "alpha__echo", "arguments": {"text": "modern"}}),
+            Some("alpha__echo"),
+        )
+        .await;
+    assert_eq!(
+        echo.json()["result"]["content"][0]["text"],
+        "modern",
+        "{}",
+        echo.body
+    );
+
+    let capabilities = json!({"elicitation": {}});
+    let ask = |retry: Option<(String, Value)>| {
+        let mut params = json!({"name": "beta__ask", "arguments": {},
+            "_meta": {crate::common::modern::CLIENT_CAPABILITIES: capabilities.clone()}});
+        if let Some((state, responses)) = retry {
+            params["requestState"] = json!(state);
+            params["inputResponses"] = responses;
+        }
+        params
+    };
+    let first = serve
+        .modern(json!(3), "tools/call", ask(None), Some("beta__ask"))
+        .await;
+    let result = &first.json()["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", first.body);
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let responses = json!({key: {"action": "accept", "content": {"name": "Grace"}}});
+    let done = serve
+        .modern(
+            json!(4),
+            "tools/call",
+            ask(Some((state, responses))),
+            Some("beta__ask"),
+        )
+        .await;
+    assert_eq!(
+        done.json()["result"]["content"][0]["text"],
+        "asked: Grace",
+        "{}",
+        done.body
+    );
+}
+
+#[tokio::test]
+async fn a_cancellation_reaches_only_the_server_that_runs_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 100, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate"]).await;
+    let session = serve.initialize().await;
+    // Both servers have a session for this client (the channel to each is alive).
+    rpc(
+        &serve,
+        &session,
+        1,
+        "tools/call",
+        json!({"name": "alpha__echo"}),
+    )
+    .await;
+    rpc(
+        &serve,
+        &session,
+        2,
+        "tools/call",
+        json!({"name": "beta__echo"}),
+    )
+    .await;
+    let slow = rpc(
+        &serve,
+        &session,
+        9,
+        "tools/call",
+        json!({"name": "beta__slow", "arguments": {"ms": 3000}}),
+    );
+    let cancel = async {
+        eventually("the call is with beta", async || {
+            let metrics = serve.send("GET", "/metrics", &[], "").await.body;
+            metrics
+                .contains("mcp_stdio_pending_requests{server=\"beta\"} 1")
+                .then_some(())
+                .ok_or(metrics)
+        })
+        .await;
+        let note = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"no longer needed"}});
+        let sent = serve
+            .send(
+                "POST",
+                "/mcp",
+                &[("mcp-session-id", &session)],
+                &note.to_string(),
+            )
+            .await;
+        assert_eq!(sent.status, 202);
+    };
+    let (_, ()) = tokio::join!(slow, cancel);
+    serve.wait_stderr("fixture: cancelled 9").await;
+    let log = serve.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("fixture: cancelled 9"))
+        .unwrap();
+    assert!(line.contains("server=beta"), "{line}");
+    assert_eq!(log.matches("fixture: cancelled").count(), 1, "{log}");
+}
+
+#[tokio::test]
+async fn a_dead_server_is_left_out_and_the_others_go_on_or_the_endpoint_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}[servers.gone]\ncommand = \"false\"\n",
+        full_entry("alpha", 100, "")
+    );
+    let file = write(dir.path(), &text);
+    let serve = start(&file, &["--aggregate", "--aggregate-timeout", "5"]).await;
+    let session = serve.initialize().await;
+    let (tools, _) = every_page(&serve, &session, "tools/list", "tools").await;
+    let tools = names(&tools, "name");
+    assert!(tools.contains(&"alpha__echo".to_owned()), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("gone__")), "{tools:?}");
+    let ready = serve.send("GET", "/readyz", &[], "").await;
+    assert_eq!(ready.status, 200, "fail open stays ready");
+    assert!(ready.body.contains("server gone: down"), "{}", ready.body);
+    let metrics = serve.send("GET", "/metrics", &[], "").await;
+    assert!(
+        metrics.body.contains("server=\"gone\"} 0"),
+        "{}",
+        metrics.body
+    );
+    let echo = rpc(
+        &serve,
+        &session,
+        3,
+        "tools/call",
+        json!({"name": "alpha__echo", "arguments": {"text": "on"}}),
+    )
+    .await;
+    assert_eq!(echo["result"]["content"][0]["text"], "on");
+
+    let closed = start(
+        &file,
+        &[
+            "--aggregate",
+            "--aggregate-fail",
+            "closed",
+            "--aggregate-timeout",
+            "5",
+        ],
+    )
+    .await;
+    let init = closed.send("POST", "/mcp", &[], &initialize_body()).await;
+    let message = init.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("\"gone\"") && message.contains("fails closed"),
+        "{}",
+        init.body
+    );
+    let ready = closed.send("GET", "/readyz", &[], "").await;
+    assert_eq!(ready.status, 503, "{}", ready.body);
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_mid_call_fails_that_call_and_is_used_again_next_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 100, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate"]).await;
+    let session = serve.initialize().await;
+    let crash = rpc(
+        &serve,
+        &session,
+        1,
+        "tools/call",
+        json!({"name": "beta__crash"}),
+    )
+    .await;
+    let message = crash["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"beta\""),
+        "the error names the server: {crash}"
+    );
+    let alpha = rpc(
+        &serve,
+        &session,
+        2,
+        "tools/call",
+        json!({"name": "alpha__echo", "arguments": {"text": "still"}}),
+    )
+    .await;
+    assert_eq!(alpha["result"]["content"][0]["text"], "still");
+    let again = rpc(
+        &serve,
+        &session,
+        3,
+        "tools/call",
+        json!({"name": "beta__echo", "arguments": {"text": "back"}}),
+    )
+    .await;
+    assert_eq!(again["result"]["content"][0]["text"], "back", "{again}");
+}
