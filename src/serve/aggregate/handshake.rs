@@ -56,6 +56,74 @@ pub fn merged_instructions(
     (!blocks.is_empty()).then(|| blocks.join("\n\n"))
 }
 
+/// What a client can be asked, as far as a server's lists may depend on it: servers list
+/// some tools only to clients that can answer their questions (server-everything's
+/// sampling, elicitation and roots tools). Each distinct profile gets lists of its own, read
+/// by a session that declares exactly it; there are at most 32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AskProfile(u8);
+
+impl AskProfile {
+    const FORM: u8 = 1;
+    const URL: u8 = 2;
+    const SAMPLING: u8 = 4;
+    const SAMPLING_TOOLS: u8 = 8;
+    const ROOTS: u8 = 16;
+
+    /// The profile of a client's declared `capabilities`.
+    pub fn of(capabilities: &Value) -> AskProfile {
+        let mut bits = 0;
+        if let Some(elicitation) = capabilities.get("elicitation") {
+            // `elicitation: {}` is form mode (the 2025-06-18 shape).
+            let url = elicitation.get("url").is_some();
+            if elicitation.get("form").is_some() || !url {
+                bits |= Self::FORM;
+            }
+            if url {
+                bits |= Self::URL;
+            }
+        }
+        if let Some(sampling) = capabilities.get("sampling") {
+            bits |= Self::SAMPLING;
+            if sampling.get("tools").is_some() {
+                bits |= Self::SAMPLING_TOOLS;
+            }
+        }
+        if capabilities.get("roots").is_some() {
+            bits |= Self::ROOTS;
+        }
+        AskProfile(bits)
+    }
+
+    /// The capabilities a session of this profile declares.
+    pub fn capabilities(self) -> Value {
+        let has = |bit: u8| self.0 & bit != 0;
+        let mut declared = Map::new();
+        if has(Self::FORM) || has(Self::URL) {
+            let mut modes = Map::new();
+            if has(Self::FORM) {
+                modes.insert("form".into(), json!({}));
+            }
+            if has(Self::URL) {
+                modes.insert("url".into(), json!({}));
+            }
+            declared.insert("elicitation".into(), Value::Object(modes));
+        }
+        if has(Self::SAMPLING) {
+            let tools = if has(Self::SAMPLING_TOOLS) {
+                json!({"tools": {}})
+            } else {
+                json!({})
+            };
+            declared.insert("sampling".into(), tools);
+        }
+        if has(Self::ROOTS) {
+            declared.insert("roots".into(), json!({}));
+        }
+        Value::Object(declared)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +144,26 @@ mod tests {
             })
         );
         assert_eq!(merged_capabilities(&[]), json!({}));
+    }
+
+    #[test]
+    fn clients_that_can_be_asked_the_same_share_a_profile() {
+        let form = AskProfile::of(&json!({"elicitation": {}}));
+        assert_eq!(
+            form,
+            AskProfile::of(&json!({"elicitation": {"form": {}}, "experimental": {}}))
+        );
+        assert_ne!(
+            form,
+            AskProfile::of(&json!({"elicitation": {"form": {}, "url": {}}}))
+        );
+        assert_ne!(form, AskProfile::of(&json!({})));
+        let all =
+            json!({"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}});
+        let profile = AskProfile::of(&all);
+        assert_eq!(profile.capabilities(), all);
+        assert_eq!(AskProfile::of(&profile.capabilities()), profile);
+        assert_eq!(AskProfile::of(&json!({})).capabilities(), json!({}));
     }
 
     #[test]

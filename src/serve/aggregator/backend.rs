@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::endpoint::Endpoint;
 use super::members::MemberSessions;
+use super::profile::Profile;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::serve::aggregate::ids::{Questions, Running};
@@ -49,6 +50,8 @@ pub(super) struct Inner {
     pub response_timeout: Duration,
     /// Fired when the session ends: its tasks stop.
     pub ended: CancellationToken,
+    /// The lists this session's client sees (set by its `initialize`).
+    profile: Mutex<Arc<Profile>>,
 }
 
 pub struct AggregateBackend {
@@ -66,6 +69,7 @@ impl AggregateBackend {
         response_timeout: Duration,
     ) -> Self {
         let servers = endpoint.spec.servers.len();
+        let endpoint_for_profile = endpoint.clone();
         let inner = Arc::new(Inner {
             members: MemberSessions::new(servers, principal, pooled),
             endpoint,
@@ -79,6 +83,7 @@ impl AggregateBackend {
             cancelled: Mutex::default(),
             response_timeout,
             ended: CancellationToken::new(),
+            profile: Mutex::new(endpoint_for_profile.profile(&Value::Null)),
         });
         inner.clone().follow_endpoint();
         AggregateBackend { inner }
@@ -168,7 +173,10 @@ impl Inner {
                     .and_then(|p| p.get("protocolVersion"))
                     .and_then(Value::as_str)
                     .unwrap_or(crate::era::LATEST_LEGACY_VERSION);
-                match self.endpoint.initialize_result(asked).await {
+                let capabilities = params.as_ref().and_then(|p| p.get("capabilities"));
+                let profile = self.endpoint.profile(capabilities.unwrap_or(&Value::Null));
+                *self.profile.lock().expect("profile lock") = profile.clone();
+                match self.endpoint.initialize_result(&profile, asked).await {
                     Ok(result) => {
                         let version = result["protocolVersion"].as_str().unwrap_or_default();
                         self.members
@@ -193,18 +201,31 @@ impl Inner {
             "resources/templates/list" => &[List::ResourceTemplates],
             _ => &[],
         };
-        if let Err(why) = self.endpoint.read_lists(needs).await {
+        let profile = self.profile.lock().expect("profile lock").clone();
+        if let Err(why) = self.endpoint.read_lists(&profile, needs).await {
             return self.refuse(&id, &raw_id, INTERNAL_ERROR, &why);
         }
-        match self.endpoint.route(&method, params.as_ref()) {
+        match profile.route(&method, params.as_ref()) {
             None => self.refuse(
                 &id,
                 &raw_id,
                 METHOD_NOT_FOUND,
                 &format!("Method not found: {method} is not served at an aggregate endpoint"),
             ),
-            Some(Err(unroutable)) => self.refuse(&id, &raw_id, INVALID_PARAMS, &unroutable.0),
-            Some(Ok(Target::Merged(list))) => self.list(&id, &raw_id, list, params.as_ref()),
+            Some(Err(unroutable)) => {
+                // A name of a server that is down says so, rather than that it is unknown.
+                let name = params
+                    .as_ref()
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str);
+                match name.and_then(|name| self.endpoint.down_server_of(name)) {
+                    Some(why) => self.refuse(&id, &raw_id, INTERNAL_ERROR, &why),
+                    None => self.refuse(&id, &raw_id, INVALID_PARAMS, &unroutable.0),
+                }
+            }
+            Some(Ok(Target::Merged(list))) => {
+                self.list(&profile, &id, &raw_id, list, params.as_ref())
+            }
             Some(Ok(Target::Every)) => self.answer(&id, &raw_id, &json!({})),
             Some(Ok(Target::One { server, params })) => {
                 self.forward(id, raw_id, method, server, params).await;
@@ -212,9 +233,16 @@ impl Inner {
         }
     }
 
-    fn list(&self, id: &IdKey, raw_id: &str, list: List, params: Option<&Value>) {
+    fn list(
+        &self,
+        profile: &Profile,
+        id: &IdKey,
+        raw_id: &str,
+        list: List,
+        params: Option<&Value>,
+    ) {
         let cursor = params.and_then(|p| p.get("cursor")).and_then(Value::as_str);
-        match self.endpoint.page(list, cursor) {
+        match profile.page(list, cursor, self.endpoint.flags.page_size) {
             Ok((items, next)) => {
                 let mut result = json!({ list.key(): items });
                 if let Some(next) = next {

@@ -1,9 +1,10 @@
-//! What every session of one aggregate endpoint shares: the catalog of its servers' lists,
-//! each server's handshake and state, and the endpoint's own session with each server
-//! (the scout) through which those are read. A server that fails to start, dies or stops
-//! answering is marked down and left out of lists; it is tried again after
+//! What every session of one aggregate endpoint shares: each server's state, the ask
+//! profiles (a catalog of lists per kind of client, `profile.rs`) and the endpoint's own
+//! sessions with each server through which those are read. A server that fails to start,
+//! dies or stops answering is marked down and left out of lists; it is tried again after
 //! `RETRY_AFTER`, and used again once it answers.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,12 +13,13 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use super::profile::Profile;
 use super::scout;
 use super::{AggregateFlags, AggregateSpec, Members};
 use crate::serve::aggregate::catalog::Catalog;
-use crate::serve::aggregate::cursor::CursorError;
-use crate::serve::aggregate::handshake::{merged_capabilities, merged_instructions};
-use crate::serve::aggregate::route::{self, List, Target, Unroutable};
+use crate::serve::aggregate::handshake::{AskProfile, merged_capabilities, merged_instructions};
+use crate::serve::aggregate::route::List;
+use crate::serve::aggregate::uris::UriPrefixes;
 use crate::serve::session::Session;
 
 /// How long a server that failed is left alone before it is tried again.
@@ -33,23 +35,14 @@ pub enum ServerState {
     Down(String),
 }
 
-/// The endpoint's own session with one server.
-#[derive(Default)]
-struct Scout {
-    session: Option<Arc<Session>>,
-    handshake: Option<Value>,
-    failed_at: Option<Instant>,
-}
-
 pub struct Endpoint {
     pub spec: AggregateSpec,
     pub flags: AggregateFlags,
     members: Arc<dyn Members>,
-    catalog: Mutex<Catalog>,
-    scouts: Vec<tokio::sync::Mutex<Scout>>,
+    uris: UriPrefixes,
     states: Mutex<Vec<ServerState>>,
-    /// One list read at a time: concurrent first `tools/list`s wait for the same read.
-    reading: tokio::sync::Mutex<()>,
+    /// At most 32 (`AskProfile`): one per kind of client seen.
+    profiles: Mutex<BTreeMap<AskProfile, Arc<Profile>>>,
     /// Notifications for every client of the endpoint (a list changed).
     pub changes: broadcast::Sender<Bytes>,
 }
@@ -61,20 +54,20 @@ impl Endpoint {
         flags: AggregateFlags,
         members: Arc<dyn Members>,
     ) -> Result<Arc<Endpoint>, String> {
-        let catalog = Catalog::new(
+        Catalog::new(
             spec.servers.clone(),
             &spec.separator,
             spec.aliases.clone(),
-            flags.max_list_items,
+            1,
         )
         .map_err(|e| format!("aggregate endpoint {:?}: {e}", spec.name))?;
+        let uris = UriPrefixes::new(&spec.servers)?;
         let count = spec.servers.len();
         Ok(Arc::new(Endpoint {
-            scouts: (0..count).map(|_| Default::default()).collect(),
             states: Mutex::new(vec![ServerState::NotStarted; count]),
-            catalog: Mutex::new(catalog),
-            reading: tokio::sync::Mutex::new(()),
+            profiles: Mutex::new(BTreeMap::new()),
             changes: broadcast::channel(64).0,
+            uris,
             members,
             spec,
             flags,
@@ -100,10 +93,44 @@ impl Endpoint {
             .collect()
     }
 
-    /// The endpoint's session with `server` and its handshake: the one it has, or one
-    /// started now (unless it failed less than `RETRY_AFTER` ago).
-    async fn scout(self: &Arc<Self>, server: usize) -> Result<(Arc<Session>, Value), String> {
-        let mut scout = self.scouts[server].lock().await;
+    /// The lists and scouts of clients that can be asked what `capabilities` declare.
+    pub fn profile(&self, capabilities: &Value) -> Arc<Profile> {
+        let ask = AskProfile::of(capabilities);
+        let mut profiles = self.profiles.lock().expect("profiles lock");
+        if let Some(profile) = profiles.get(&ask) {
+            return profile.clone();
+        }
+        let down: Vec<bool> = self
+            .states
+            .lock()
+            .expect("states lock")
+            .iter()
+            .map(|s| matches!(s, ServerState::Down(_)))
+            .collect();
+        let profile = Arc::new(
+            Profile::new(ask, &self.spec, &self.flags, &down).expect("names checked at load"),
+        );
+        profiles.insert(ask, profile.clone());
+        profile
+    }
+
+    fn every_profile(&self) -> Vec<Arc<Profile>> {
+        self.profiles
+            .lock()
+            .expect("profiles lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The profile's session with `server` and its handshake: the one it has, or one
+    /// started now (unless the server failed less than `RETRY_AFTER` ago).
+    async fn scout(
+        self: &Arc<Self>,
+        profile: &Arc<Profile>,
+        server: usize,
+    ) -> Result<(Arc<Session>, Value), String> {
+        let mut scout = profile.scouts[server].lock().await;
         if let (Some(session), Some(handshake)) = (&scout.session, &scout.handshake)
             && !session.ended.is_cancelled()
         {
@@ -113,15 +140,17 @@ impl Endpoint {
             return Err(self.why_down(server));
         }
         let name = self.server_name(server).to_owned();
+        let wait = self.flags.timeout;
+        let capabilities = profile.ask.capabilities();
         let started = tokio::time::timeout(
-            self.flags.timeout,
-            scout::start(&*self.members, &name, self.flags.timeout),
+            wait,
+            scout::start(&*self.members, &name, wait, capabilities),
         )
         .await
         .unwrap_or_else(|_| {
             Err(format!(
                 "it did not start and answer its handshake within {} s (--aggregate-timeout)",
-                self.flags.timeout.as_secs_f64()
+                wait.as_secs_f64()
             ))
         });
         match started {
@@ -165,10 +194,9 @@ impl Endpoint {
             was
         };
         if down != was_down {
-            self.catalog
-                .lock()
-                .expect("catalog lock")
-                .set_down(server, down);
+            for profile in self.every_profile() {
+                profile.set_down(server, down);
+            }
             // Clients list again: a server left out, or back.
             for list in [List::Tools, List::Prompts, List::Resources] {
                 self.announce(list);
@@ -178,16 +206,16 @@ impl Endpoint {
 
     /// A server failed a call or a read: left out until it answers again.
     pub fn mark_down(&self, server: usize, why: String) {
-        if let Ok(mut scout) = self.scouts[server].try_lock() {
-            if let Some(session) = scout.session.take() {
-                session.end.cancel();
+        for profile in self.every_profile() {
+            profile.end_scout(server);
+            if let Ok(mut scout) = profile.scouts[server].try_lock() {
+                scout.failed_at = Some(Instant::now());
             }
-            scout.failed_at = Some(Instant::now());
         }
         self.set_state(server, ServerState::Down(why));
     }
 
-    /// Follows the scout session: its list changes refresh the catalog; its end marks the
+    /// Follows a scout session: its list changes refresh the catalogs; its end marks the
     /// server down.
     fn watch(self: &Arc<Self>, server: usize, session: Arc<Session>) {
         let endpoint = Arc::downgrade(self);
@@ -195,21 +223,22 @@ impl Endpoint {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    change = changes.recv() => match change {
-                        Ok(line) => {
-                            let Some(endpoint) = endpoint.upgrade() else { return };
-                            if let Some(list) = changed_list(&line) {
-                                endpoint.list_changed(server, list);
+                    change = changes.recv() => {
+                        let Some(endpoint) = endpoint.upgrade() else { return };
+                        match change {
+                            Ok(line) => {
+                                if let Some(list) = changed_list(&line) {
+                                    endpoint.list_changed(server, list);
+                                }
                             }
-                        }
-                        Err(broadcast::error::RecvError::Lagged(_)) => {
-                            let Some(endpoint) = endpoint.upgrade() else { return };
-                            for list in [List::Tools, List::Prompts, List::Resources] {
-                                endpoint.list_changed(server, list);
+                            Err(broadcast::error::RecvError::Lagged(_)) => {
+                                for list in [List::Tools, List::Prompts, List::Resources] {
+                                    endpoint.list_changed(server, list);
+                                }
                             }
+                            Err(broadcast::error::RecvError::Closed) => break,
                         }
-                        Err(broadcast::error::RecvError::Closed) => break,
-                    },
+                    }
                     () = session.ended.cancelled() => break,
                 }
             }
@@ -223,15 +252,11 @@ impl Endpoint {
     /// A server said one of its lists changed: read again before the next answer, and
     /// every client is told.
     pub fn list_changed(&self, server: usize, list: List) {
-        self.catalog
-            .lock()
-            .expect("catalog lock")
-            .forget(list, server);
-        if list == List::Resources {
-            self.catalog
-                .lock()
-                .expect("catalog lock")
-                .forget(List::ResourceTemplates, server);
+        for profile in self.every_profile() {
+            profile.forget(list, server);
+            if list == List::Resources {
+                profile.forget(List::ResourceTemplates, server);
+            }
         }
         self.announce(list);
     }
@@ -249,15 +274,15 @@ impl Endpoint {
     /// Every server's handshake (`None` for one that is down), asked of
     /// `--aggregate-concurrency` servers at a time. Fail closed: an error naming the
     /// first server that is down.
-    pub async fn handshakes(self: &Arc<Self>) -> Result<Vec<Option<Value>>, String> {
+    pub async fn handshakes(
+        self: &Arc<Self>,
+        profile: &Arc<Profile>,
+    ) -> Result<Vec<Option<Value>>, String> {
         let count = self.spec.servers.len();
         let mut results: Vec<(usize, Result<Value, String>)> = futures_util::stream::iter(0..count)
-            .map(|server| async move {
-                (
-                    server,
-                    self.scout(server).await.map(|(_, handshake)| handshake),
-                )
-            })
+            .map(
+                |server| async move { (server, self.scout(profile, server).await.map(|(_, h)| h)) },
+            )
             .buffer_unordered(self.flags.concurrency)
             .collect()
             .await;
@@ -270,9 +295,13 @@ impl Endpoint {
         Ok(results.into_iter().map(|(_, r)| r.ok()).collect())
     }
 
-    /// The `initialize` result for a client that asked for `version`.
-    pub async fn initialize_result(self: &Arc<Self>, version: &str) -> Result<Value, String> {
-        let handshakes = self.handshakes().await?;
+    /// The `initialize` result for a client of `profile` that asked for `version`.
+    pub async fn initialize_result(
+        self: &Arc<Self>,
+        profile: &Arc<Profile>,
+        version: &str,
+    ) -> Result<Value, String> {
+        let handshakes = self.handshakes(profile).await?;
         let capabilities: Vec<&Value> = handshakes
             .iter()
             .flatten()
@@ -304,28 +333,31 @@ impl Endpoint {
         Ok(result)
     }
 
-    /// Reads every list in `lists` that is not known yet from each server that is up.
-    pub async fn read_lists(self: &Arc<Self>, lists: &[List]) -> Result<(), String> {
-        let _reading = self.reading.lock().await;
+    /// Reads every list in `lists` that `profile` does not know yet from each server that
+    /// is up.
+    pub async fn read_lists(
+        self: &Arc<Self>,
+        profile: &Arc<Profile>,
+        lists: &[List],
+    ) -> Result<(), String> {
+        let _reading = profile.reading.lock().await;
+        if !lists.is_empty() {
+            self.revive(profile).await;
+        }
         for &list in lists {
-            let unread = self.catalog.lock().expect("catalog lock").unread(list);
+            let unread = profile.unread(list);
             if unread.is_empty() {
                 continue;
             }
-            let reads: Vec<(usize, Result<Vec<Value>, String>)> =
-                futures_util::stream::iter(unread)
-                    .map(|server| async move { (server, self.read_one(server, list).await) })
-                    .buffer_unordered(self.flags.concurrency)
-                    .collect()
-                    .await;
+            let reads: Vec<(usize, Result<Vec<Value>, String>)> = futures_util::stream::iter(
+                unread,
+            )
+            .map(|server| async move { (server, self.read_one(profile, server, list).await) })
+            .buffer_unordered(self.flags.concurrency)
+            .collect()
+            .await;
             for (server, read) in reads {
-                let recorded = read.and_then(|items| {
-                    self.catalog
-                        .lock()
-                        .expect("catalog lock")
-                        .record(list, server, items)
-                });
-                if let Err(why) = recorded {
+                if let Err(why) = read.and_then(|items| profile.record(list, server, items)) {
                     tracing::error!(aggregate = %self.spec.name, server = %self.server_name(server), list = list.key(), "left out: {why}");
                     if self.spec.fail_closed {
                         return Err(format!(
@@ -334,11 +366,7 @@ impl Endpoint {
                             self.server_name(server)
                         ));
                     }
-                    self.catalog
-                        .lock()
-                        .expect("catalog lock")
-                        .record(list, server, Vec::new())
-                        .ok();
+                    profile.record(list, server, Vec::new()).ok();
                 }
             }
         }
@@ -355,85 +383,82 @@ impl Endpoint {
         Ok(())
     }
 
-    async fn read_one(self: &Arc<Self>, server: usize, list: List) -> Result<Vec<Value>, String> {
-        let (session, handshake) = self.scout(server).await?;
+    /// Tries the servers that are down again (each at most every `RETRY_AFTER`): one that
+    /// answers is back in the lists.
+    async fn revive(self: &Arc<Self>, profile: &Arc<Profile>) {
+        let down: Vec<usize> = self
+            .states
+            .lock()
+            .expect("states lock")
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, ServerState::Down(_)))
+            .map(|(server, _)| server)
+            .collect();
+        futures_util::stream::iter(down)
+            .map(|server| async move { self.scout(profile, server).await.ok() })
+            .buffer_unordered(self.flags.concurrency)
+            .collect::<Vec<_>>()
+            .await;
+    }
+
+    /// Why a name that leads nowhere does: its server is down (`None`: it is not).
+    pub fn down_server_of(&self, public: &str) -> Option<String> {
+        let states = self.states.lock().expect("states lock");
+        let server = self.spec.servers.iter().position(|server| {
+            public
+                .strip_prefix(server.as_str())
+                .is_some_and(|rest| rest.starts_with(&self.spec.separator))
+        })?;
+        let down = matches!(states[server], ServerState::Down(_));
+        drop(states);
+        down.then(|| self.why_down(server))
+    }
+
+    async fn read_one(
+        self: &Arc<Self>,
+        profile: &Arc<Profile>,
+        server: usize,
+        list: List,
+    ) -> Result<Vec<Value>, String> {
+        let (session, handshake) = self.scout(profile, server).await?;
         if !scout::offers(&handshake, list) {
             return Ok(Vec::new());
         }
+        let wait = self.flags.timeout;
         let read = tokio::time::timeout(
-            self.flags.timeout,
-            scout::read_list(
-                &session,
-                list,
-                self.flags.timeout,
-                self.flags.max_list_items,
-            ),
+            wait,
+            scout::read_list(&session, list, wait, self.flags.max_list_items),
         )
         .await;
-        match read {
-            Ok(Ok(items)) => Ok(items),
-            Ok(Err(why)) if why.contains("--aggregate-max-list-items") => Err(why),
-            Ok(Err(why)) => {
-                self.mark_down(server, why.clone());
-                Err(why)
-            }
-            Err(_) => {
-                let why = format!(
-                    "no answer to {} within {} s (--aggregate-timeout)",
-                    list.method(),
-                    self.flags.timeout.as_secs_f64()
-                );
-                self.mark_down(server, why.clone());
-                Err(why)
-            }
-        }
-    }
-
-    /// One page of a merged list, for a client's cursor.
-    pub fn page(
-        &self,
-        list: List,
-        cursor: Option<&str>,
-    ) -> Result<(Vec<Value>, Option<String>), CursorError> {
-        self.catalog
-            .lock()
-            .expect("catalog lock")
-            .page(list, cursor, self.flags.page_size)
-    }
-
-    /// Where a request goes (the lists it needs read first by the caller).
-    pub fn route(
-        &self,
-        method: &str,
-        params: Option<&Value>,
-    ) -> Option<Result<Target, Unroutable>> {
-        let mut catalog = self.catalog.lock().expect("catalog lock");
-        route::route(method, params, &catalog.tables())
+        let why = match read {
+            Ok(Ok(items)) => return Ok(items),
+            Ok(Err(why)) if why.contains("--aggregate-max-list-items") => return Err(why),
+            Ok(Err(why)) => why,
+            Err(_) => format!(
+                "no answer to {} within {} s (--aggregate-timeout)",
+                list.method(),
+                wait.as_secs_f64()
+            ),
+        };
+        self.mark_down(server, why.clone());
+        Err(why)
     }
 
     /// A result from `server` with its resource URIs published.
     pub fn publish_uris(&self, server: usize, result: &mut Value) {
-        let catalog = self.catalog.lock().expect("catalog lock");
-        crate::serve::aggregate::lists::publish_result_uris(catalog.uris(), server, result);
+        crate::serve::aggregate::lists::publish_result_uris(&self.uris, server, result);
     }
 
     /// A URI as published for `server`.
     pub fn publish_uri(&self, server: usize, uri: &str) -> String {
-        self.catalog
-            .lock()
-            .expect("catalog lock")
-            .uris()
-            .publish(server, uri)
+        self.uris.publish(server, uri)
     }
 
     /// Ends the scouts (the endpoint stops).
     pub fn stop(&self) {
-        for scout in &self.scouts {
-            if let Ok(mut scout) = scout.try_lock()
-                && let Some(session) = scout.session.take()
-            {
-                session.end.cancel();
-            }
+        for profile in self.every_profile() {
+            profile.stop();
         }
     }
 }

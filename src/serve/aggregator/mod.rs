@@ -5,15 +5,17 @@
 //! use through `Members`. The rules (names, URIs, cursors, routes) are `aggregate/`'s; this
 //! module does the I/O.
 //!
-//! `endpoint.rs` is what every session of one aggregate endpoint shares (the catalog of
-//! lists, each server's handshake and state, read through the gateway's own "scout"
-//! session per server); `scout.rs` reads a server's handshake and lists; `members.rs` a
+//! `endpoint.rs` is what every session of one aggregate endpoint shares (each server's
+//! state, and per kind of client, `profile.rs`, the catalog of lists read through the
+//! gateway's own "scout" session per server); `scout.rs` reads a server's handshake and
+//! lists; `members.rs` a
 //! client session's own member sessions; `relay.rs` carries a routed request and what comes
 //! back; `backend.rs` the `Backend` itself.
 
 mod backend;
 mod endpoint;
 mod members;
+mod profile;
 mod relay;
 mod scout;
 

@@ -73,11 +73,14 @@ pub async fn start(
     members: &dyn Members,
     server: &str,
     wait: Duration,
+    capabilities: Value,
 ) -> Result<(Arc<Session>, Value), String> {
     let session = members.open(server, None, true)?;
+    // Exactly what the profile's clients can be asked: a server that lists tools only to
+    // clients able to answer their questions lists them to this profile as to its clients.
     let params = json!({
         "protocolVersion": LATEST_LEGACY_VERSION,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": relay_info(),
     });
     let handshake = match request(&session, "scout", "initialize", params, wait).await {

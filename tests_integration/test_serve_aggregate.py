@@ -1,0 +1,139 @@
+"""`mcp-stdio serve --config .mcp.json --aggregate`: server-everything and
+@modelcontextprotocol/server-memory (both stdio, from the `.mcp.json` Claude Code writes)
+behind one endpoint, driven by the Python SDK client (mcp 2.3.0) in legacy and 2026-07-28
+modes and by the MCP Inspector CLI: every tool of each server listed once under its
+server's name and callable, a resource of each read back by its listed URI, a prompt fetched,
+server-everything's sampling and elicitation tools answered by the client, and one server
+killed mid-run while calls to the other go on."""
+
+import os
+import signal
+import subprocess
+
+import anyio
+import pytest
+from helpers.host import accept_sampling, accept_with_defaults
+from helpers.paths import NODE_BIN, NPM_BIN
+from helpers.processes import node_env
+from helpers.served import Served, claude_code_mcp_json
+from mcp.client import Client
+
+pytestmark = pytest.mark.anyio
+
+PATH = {"PATH": f"{NODE_BIN}:/usr/bin:/bin"}
+EVERYTHING = (str(NODE_BIN / "node"), [str(NPM_BIN / "mcp-server-everything"), "stdio"], PATH)
+MEMORY = (str(NODE_BIN / "node"), [str(NPM_BIN / "mcp-server-memory")], PATH)
+
+
+@pytest.fixture
+def served(tmp_path):
+    memory = (MEMORY[0], MEMORY[1], {**MEMORY[2], "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")})
+    path = tmp_path / ".mcp.json"
+    path.write_text(claude_code_mcp_json({"everything": EVERYTHING, "memory": memory}))
+    served = Served(path, "--aggregate")
+    yield served
+    assert served.stop() == 0
+
+
+def texts(result) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def own_tools(served, name, mode):
+    async with Client(f"{served.base}/{name}/mcp", mode=mode, cache=None, sampling_callback=accept_sampling, elicitation_callback=accept_with_defaults) as client:
+        return {tool.name for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_every_servers_tools_resources_prompts_and_questions_through_one_endpoint(served, mode):
+    everything = await own_tools(served, "everything", mode)
+    memory = await own_tools(served, "memory", mode)
+    async with Client(f"{served.base}/mcp", mode=mode, cache=None, sampling_callback=accept_sampling, elicitation_callback=accept_with_defaults) as client:
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        assert len(listed) == len(set(listed)), listed
+        assert set(listed) == {f"everything__{t}" for t in everything} | {f"memory__{t}" for t in memory}
+
+        assert "Echo: one endpoint" in texts(await client.call_tool("everything__echo", {"message": "one endpoint"}))
+        created = await client.call_tool("memory__create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}]})
+        assert not created.is_error, texts(created)
+        assert "Ada" in texts(await client.call_tool("memory__read_graph", {}))
+
+        resources = (await client.list_resources()).resources
+        assert all(str(r.uri).split("+", 1)[0] in ("everything", "memory") for r in resources), resources
+        for server in ("everything", "memory"):
+            # A resource of each, read back by the URI it was listed under.
+            listed = next(r for r in resources if str(r.uri).startswith(f"{server}+"))
+            read = await client.read_resource(listed.uri)
+            assert str(read.contents[0].uri) == str(listed.uri), read
+
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert "everything__simple-prompt" in prompts, prompts
+        prompt = await client.get_prompt("everything__simple-prompt")
+        assert "simple prompt" in prompt.messages[0].content.text
+
+        sampled = await client.call_tool("everything__trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
+        assert not sampled.is_error and "sampled through the relay" in texts(sampled), texts(sampled)
+        elicited = await client.call_tool("everything__trigger-elicitation-request", {})
+        assert not elicited.is_error and "accept" in texts(elicited), texts(elicited)
+
+
+def inspector(url, *method):
+    done = subprocess.run([str(NPM_BIN / "mcp-inspector"), "--cli", url, "--transport", "http", *method],
+                          capture_output=True, text=True, timeout=120, env=node_env(), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_inspector_cli_lists_and_calls_every_server(served):
+    url = f"{served.base}/mcp"
+    listed = inspector(url, "--method", "tools/list")
+    assert '"everything__echo"' in listed and '"memory__read_graph"' in listed, listed
+    assert "Echo: from the inspector" in inspector(url, "--method", "tools/call", "--tool-name", "everything__echo", "--tool-arg", "message=from the inspector")
+    assert '"entities"' in inspector(url, "--method", "tools/call", "--tool-name", "memory__read_graph")
+    assert "everything+demo://" in inspector(url, "--method", "resources/list")
+
+
+def children_running(needle: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if needle.encode() in cmdline.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+async def test_one_server_killed_mid_run_while_calls_to_the_other_go_on(served):
+    async with Client(f"{served.base}/mcp", mode="legacy", cache=None) as client:
+        assert "Echo: before" in texts(await client.call_tool("everything__echo", {"message": "before"}))
+        outcome = {}
+
+        async def long_call():
+            try:
+                outcome["result"] = await client.call_tool("everything__trigger-long-running-operation", {"duration": 10, "steps": 5})
+            except Exception as error:  # what the agent's code sees
+                outcome["error"] = str(error)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(long_call)
+            await anyio.sleep(1)  # the call is with server-everything (it reports every 2 s)
+            for pid in children_running("mcp-server-everything"):
+                os.kill(pid, signal.SIGKILL)
+            # The other server goes on while the first is down.
+            assert not (await client.call_tool("memory__read_graph", {})).is_error
+        said = outcome.get("error") or texts(outcome["result"])
+        assert "everything" in said, said
+        # Until it is back, its calls say it is down; then it is used again (it is tried
+        # again every 2 s).
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    result = await client.call_tool("everything__echo", {"message": "after"})
+                    break
+                except Exception as error:
+                    assert "everything" in str(error) and "unavailable" in str(error), str(error)
+                    await anyio.sleep(0.5)
+        assert "Echo: after" in texts(result)
