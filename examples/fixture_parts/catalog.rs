@@ -27,10 +27,14 @@ pub fn paged(tools: Value, params: &Value) -> Value {
     if let Ok(extra) = std::env::var("FIXTURE_EXTRA_TOOL") {
         tools.push(json!({"name": extra, "inputSchema": {"type": "object"}}));
     }
-    let extra = std::env::var("FIXTURE_EXTRA_TOOLS").ok().and_then(|n| n.parse::<usize>().ok());
+    let extra = std::env::var("FIXTURE_EXTRA_TOOLS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok());
     for n in 1..=extra.unwrap_or(0) {
-        tools.push(json!({"name": format!("extra-{n}"), "description": "one of many",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}));
+        tools.push(
+            json!({"name": format!("extra-{n}"), "description": "one of many",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}),
+        );
     }
     let size = std::env::var("FIXTURE_PAGE_SIZE")
         .ok()

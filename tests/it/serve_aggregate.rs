@@ -652,3 +652,118 @@ async fn a_server_that_crashes_mid_call_fails_that_call_and_is_used_again_next_t
     .await;
     assert_eq!(again["result"]["content"][0]["text"], "back", "{again}");
 }
+
+#[tokio::test]
+async fn a_servers_list_change_reaches_the_clients_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 100, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let serve = start(&file, &["--aggregate"]).await;
+    let session = serve.initialize().await;
+    let request = http::Request::builder()
+        .method("GET")
+        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let mut body = serve.http.request(request).await.unwrap().into_body();
+    let announced = rpc(
+        &serve,
+        &session,
+        1,
+        "tools/call",
+        json!({"name": "beta__announce"}),
+    )
+    .await;
+    assert_eq!(announced["result"]["content"][0]["text"], "will announce");
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.contains("notifications/tools/list_changed")
+    })
+    .await;
+    // The list is read again, and still complete.
+    let (tools, _) = every_page(&serve, &session, "tools/list", "tools").await;
+    assert_eq!(tools.len(), 32);
+}
+
+#[tokio::test]
+async fn the_aggregate_endpoint_checks_callers_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), &full_entry("alpha", 100, ""));
+    let secret = "aggregate-bearer-0123456789";
+    let serve = start(&file, &["--aggregate", "--auth-token", secret]).await;
+    let refused = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let auth = format!("Bearer {secret}");
+    let init = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth)],
+            &initialize_body(),
+        )
+        .await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init.session();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "alpha__echo", "arguments": {"text": "authorized"}}});
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth), ("mcp-session-id", &session)],
+            &call.to_string(),
+        )
+        .await;
+    assert!(answer.body.contains("authorized"), "{}", answer.body);
+    assert!(
+        !serve.stderr().contains(secret),
+        "the token never reaches the log"
+    );
+}
+
+#[tokio::test]
+async fn the_list_size_bound_and_the_time_limit_leave_a_server_out_with_the_flag_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}{}[servers.mute]\ncommand = \"sleep\"\nargs = [\"60\"]\n",
+        full_entry("alpha", 100, ""),
+        full_entry("beta", 100, "")
+    );
+    let file = write(dir.path(), &text);
+    let serve = start(
+        &file,
+        &[
+            "--aggregate",
+            "--aggregate-max-list-items",
+            "20",
+            "--aggregate-timeout",
+            "1",
+        ],
+    )
+    .await;
+    let session = serve.initialize().await;
+    let (tools, _) = every_page(&serve, &session, "tools/list", "tools").await;
+    let servers: std::collections::BTreeSet<String> = names(&tools, "name")
+        .iter()
+        .map(|n| n.split("__").next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        tools.len(),
+        16,
+        "one server's 16 tools fit in 20, two do not: {servers:?}"
+    );
+    serve.wait_stderr("--aggregate-max-list-items").await;
+    let ready = serve.send("GET", "/readyz", &[], "").await;
+    assert!(
+        ready.body.contains("server mute: down") && ready.body.contains("(--aggregate-timeout)"),
+        "{}",
+        ready.body
+    );
+}

@@ -51,22 +51,56 @@ impl Running {
     }
 }
 
-/// Backends' questions to the client, under the gateway's ids.
-#[derive(Debug, Default)]
+/// Backends' questions to the client, under the gateway's ids. At most `most` are kept
+/// unanswered (a client that never answers must not grow it): past that the oldest is
+/// forgotten, and its answer, if it ever comes, goes nowhere.
+#[derive(Debug)]
 pub struct Questions {
     next: u64,
+    most: usize,
     /// gateway id → the backend that asked and its id, as written (raw JSON).
     asked: HashMap<String, (usize, String)>,
+    /// The gateway ids in the order asked, oldest first.
+    order: std::collections::VecDeque<String>,
+}
+
+impl Default for Questions {
+    fn default() -> Self {
+        Questions::new(1024)
+    }
 }
 
 impl Questions {
+    pub fn new(most: usize) -> Self {
+        Questions {
+            next: 0,
+            most: most.max(1),
+            asked: HashMap::new(),
+            order: std::collections::VecDeque::new(),
+        }
+    }
+
     /// Records a backend's question (its id as raw JSON text) and gives the id to send it
     /// to the client under, as raw JSON text.
     pub fn ask(&mut self, server: usize, backend_id: &str) -> String {
         self.next += 1;
         let id = format!("mcp-stdio-aggregate-{server}-{}", self.next);
         let raw = serde_json::to_string(&id).expect("a string serializes");
+        while self.asked.len() >= self.most {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if self.asked.remove(&oldest).is_some() {
+                tracing::warn!(id = %oldest, "a server's question was never answered; forgotten to make room");
+            }
+        }
+        self.order.push_back(id.clone());
         self.asked.insert(id, (server, backend_id.to_owned()));
+        // Answered ids leave `order` lazily; keep it from growing past the bound twice over.
+        if self.order.len() > self.most * 2 {
+            let asked = &self.asked;
+            self.order.retain(|id| asked.contains_key(id));
+        }
         raw
     }
 
@@ -93,6 +127,28 @@ impl Questions {
 mod tests {
     use super::*;
     use serde_json::value::RawValue;
+
+    #[test]
+    fn unanswered_questions_are_bounded_oldest_first() {
+        let mut questions = Questions::new(2);
+        let first = questions.ask(0, "1");
+        let second = questions.ask(1, "2");
+        let third = questions.ask(0, "3");
+        assert_eq!(questions.pending(), 2);
+        let id = |raw: &str| IdKey::Str(serde_json::from_str(raw).unwrap());
+        assert_eq!(
+            questions.answered(&id(&first)),
+            None,
+            "the oldest was forgotten"
+        );
+        assert_eq!(questions.answered(&id(&second)), Some((1, "2".into())));
+        assert_eq!(questions.answered(&id(&third)), Some((0, "3".into())));
+        for n in 0..100 {
+            let asked = questions.ask(0, &n.to_string());
+            questions.answered(&id(&asked));
+        }
+        assert!(questions.order.len() <= 4, "answered ids do not pile up");
+    }
 
     fn key(raw: &str) -> IdKey {
         IdKey::from_raw(&RawValue::from_string(raw.to_owned()).unwrap()).unwrap()

@@ -79,7 +79,8 @@ impl AggregateBackend {
             max_pending,
             events,
             running: Mutex::new(Running::default()),
-            questions: Mutex::new(Questions::default()),
+            // As many unanswered questions as requests may be in flight.
+            questions: Mutex::new(Questions::new(max_pending)),
             cancelled: Mutex::default(),
             response_timeout,
             ended: CancellationToken::new(),
