@@ -1,20 +1,23 @@
 """`mcp-stdio serve --config .mcp.json --aggregate`: server-everything and
-@modelcontextprotocol/server-memory (both stdio, from the `.mcp.json` Claude Code writes)
-behind one endpoint, driven by the Python SDK client (mcp 2.3.0) in legacy and 2026-07-28
+@modelcontextprotocol/server-memory (both stdio) and fastmcp 4.1.6's own Streamable HTTP
+server (remote, `"type": "http"` with a header, reached through the relay), from the
+`.mcp.json` Claude Code writes, behind one endpoint, driven by the Python SDK client (mcp 2.3.0) in legacy and 2026-07-28
 modes and by the MCP Inspector CLI: every tool of each server listed once under its
 server's name and callable, a resource of each read back by its listed URI, a prompt fetched,
 server-everything's sampling and elicitation tools answered by the client, and one server
 killed mid-run while calls to the other go on."""
 
+import json
 import os
 import signal
 import subprocess
+import sys
 
 import anyio
 import pytest
 from helpers.host import accept_sampling, accept_with_defaults
-from helpers.paths import NODE_BIN, NPM_BIN
-from helpers.processes import node_env
+from helpers.paths import NODE_BIN, NPM_BIN, PEER_SCRIPTS
+from helpers.processes import Server, free_port, node_env
 from helpers.served import Served, claude_code_mcp_json
 from mcp.client import Client
 
@@ -25,11 +28,23 @@ EVERYTHING = (str(NODE_BIN / "node"), [str(NPM_BIN / "mcp-server-everything"), "
 MEMORY = (str(NODE_BIN / "node"), [str(NPM_BIN / "mcp-server-memory")], PATH)
 
 
+@pytest.fixture(scope="module")
+def fastmcp_http():
+    port = free_port()
+    server = Server([sys.executable, str(PEER_SCRIPTS / "fastmcp_server.py"), str(port)], port)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, fastmcp_http, monkeypatch):
     memory = (MEMORY[0], MEMORY[1], {**MEMORY[2], "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")})
+    config = json.loads(claude_code_mcp_json({"everything": EVERYTHING, "memory": memory}))
+    # As `claude mcp add --transport http fast URL --header ...` writes it.
+    config["mcpServers"]["fast"] = {"type": "http", "url": fastmcp_http.url, "headers": {"X-Team": "${TEAM_NAME}"}}
+    monkeypatch.setenv("TEAM_NAME", "research")
     path = tmp_path / ".mcp.json"
-    path.write_text(claude_code_mcp_json({"everything": EVERYTHING, "memory": memory}))
+    path.write_text(json.dumps(config, indent=2) + "\n")
     served = Served(path, "--aggregate")
     yield served
     assert served.stop() == 0
@@ -48,19 +63,22 @@ async def own_tools(served, name, mode):
 async def test_every_servers_tools_resources_prompts_and_questions_through_one_endpoint(served, mode):
     everything = await own_tools(served, "everything", mode)
     memory = await own_tools(served, "memory", mode)
+    fast = await own_tools(served, "fast", mode)
     async with Client(f"{served.base}/mcp", mode=mode, cache=None, sampling_callback=accept_sampling, elicitation_callback=accept_with_defaults) as client:
         listed = [tool.name for tool in (await client.list_tools()).tools]
         assert len(listed) == len(set(listed)), listed
-        assert set(listed) == {f"everything__{t}" for t in everything} | {f"memory__{t}" for t in memory}
+        assert set(listed) == {f"everything__{t}" for t in everything} | {f"memory__{t}" for t in memory} | {f"fast__{t}" for t in fast}
+        assert fast == {"add"}, fast
 
         assert "Echo: one endpoint" in texts(await client.call_tool("everything__echo", {"message": "one endpoint"}))
         created = await client.call_tool("memory__create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}]})
         assert not created.is_error, texts(created)
         assert "Ada" in texts(await client.call_tool("memory__read_graph", {}))
+        assert "42" in texts(await client.call_tool("fast__add", {"a": 2, "b": 40}))
 
         resources = (await client.list_resources()).resources
-        assert all(str(r.uri).split("+", 1)[0] in ("everything", "memory") for r in resources), resources
-        for server in ("everything", "memory"):
+        assert all(str(r.uri).split("+", 1)[0] in ("everything", "memory", "fast") for r in resources), resources
+        for server in ("everything", "memory", "fast"):
             # A resource of each, read back by the URI it was listed under.
             listed = next(r for r in resources if str(r.uri).startswith(f"{server}+"))
             read = await client.read_resource(listed.uri)
@@ -70,6 +88,8 @@ async def test_every_servers_tools_resources_prompts_and_questions_through_one_e
         assert "everything__simple-prompt" in prompts, prompts
         prompt = await client.get_prompt("everything__simple-prompt")
         assert "simple prompt" in prompt.messages[0].content.text
+        review = await client.get_prompt("fast__review", {"subject": "the gateway"})
+        assert "the gateway" in review.messages[0].content.text
 
         sampled = await client.call_tool("everything__trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
         assert not sampled.is_error and "sampled through the relay" in texts(sampled), texts(sampled)
@@ -91,6 +111,7 @@ def test_the_inspector_cli_lists_and_calls_every_server(served):
     assert "Echo: from the inspector" in inspector(url, "--method", "tools/call", "--tool-name", "everything__echo", "--tool-arg", "message=from the inspector")
     assert '"entities"' in inspector(url, "--method", "tools/call", "--tool-name", "memory__read_graph")
     assert "everything+demo://" in inspector(url, "--method", "resources/list")
+    assert '"text": "5"' in inspector(url, "--method", "tools/call", "--tool-name", "fast__add", "--tool-arg", "a=2", "--tool-arg", "b=3")
 
 
 def children_running(needle: str) -> list[int]:

@@ -10,10 +10,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::auth::ResourceServerConfig;
 use super::child::ChildCommand;
 use super::child_era::ChildEraChoice;
-use super::config::ServeConfig;
 use crate::env_expand::expand;
 use crate::secret::Secret;
 
@@ -77,6 +75,10 @@ struct Raw {
     auth: Option<RawAuth>,
     #[serde(default)]
     aliases: BTreeMap<String, String>,
+    /// A remote server's (`type` `http` or `sse`).
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
     /// Whatever else a host wrote (`disabled`, `alwaysAllow`, …).
     #[serde(flatten)]
     other: BTreeMap<String, serde_json::Value>,
@@ -94,7 +96,7 @@ struct RawAuth {
     scopes: Vec<String>,
 }
 
-const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth, aliases";
+const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth, aliases, url, headers";
 
 /// Reads and checks the file; `env` reads the environment (for `${VAR}` and token
 /// variables). The error names the file and says what would work.
@@ -134,10 +136,6 @@ pub fn parse(
         check_name(name)?;
         let raw: Raw = serde_json::from_value(value.clone())
             .map_err(|e| format!("server {name:?}: {e}; its keys are {KNOWN}"))?;
-        if let Some(kind) = raw.kind.as_deref().filter(|k| *k != "stdio") {
-            tracing::warn!(server = %name, kind, "not a stdio server (it has a URL of its own); skipped");
-            continue;
-        }
         if !raw.other.is_empty() {
             let keys: Vec<&str> = raw.other.keys().map(String::as_str).collect();
             if !json {
@@ -151,7 +149,7 @@ pub fn parse(
         entries.push(entry(name, raw, base, env).map_err(|e| format!("server {name:?}: {e}"))?);
     }
     if entries.is_empty() {
-        return Err("no stdio servers in it: each needs a `command`".into());
+        return Err("no servers in it: each needs a `command` (stdio) or a `url` (\"type\": \"http\" or \"sse\")".into());
     }
     let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
     let aggregates = super::config_aggregates::parse(&document, &names)?;
@@ -189,47 +187,16 @@ fn entry(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Entry, String> {
-    let program = raw
-        .command
-        .as_deref()
-        .ok_or("no `command`: give the program to run, e.g. \"command\": \"npx\"")?;
-    let program = expand(program, env)?;
-    let mut argv = vec![program];
-    for arg in &raw.args {
-        argv.push(expand(arg, env)?);
-    }
-    let mut child_env = Vec::new();
-    for (key, value) in &raw.env {
-        child_env.push((key.clone(), expand(value, env)?));
-    }
-    let cwd = match &raw.cwd {
-        Some(cwd) => {
-            let cwd = PathBuf::from(expand(cwd, env)?);
-            let cwd = if cwd.is_absolute() {
-                cwd
-            } else {
-                base.join(cwd)
-            };
-            if !cwd.is_dir() {
-                return Err(format!("cwd {} is not a folder", cwd.display()));
-            }
-            Some(cwd)
+    let remote = raw.kind.as_deref().filter(|kind| *kind != "stdio");
+    let command = match remote {
+        Some(kind) => {
+            super::config_remote::command(name, kind, raw.url.as_deref(), &raw.headers, env)?
         }
-        None => None,
+        None => stdio_command(name, &raw, base, env)?,
     };
-    let command = ChildCommand {
-        argv,
-        env: child_env,
-        cwd,
-        server: Some(name.to_owned()),
-    };
-    if super::child::find_program(&command).is_none() {
-        return Err(format!(
-            "cannot find the command '{}': give a path to an executable, or a program on PATH",
-            command.program()
-        ));
-    }
     let child_era = match raw.child_era.as_deref() {
+        // The relay in front of a remote server speaks the handshake era on its stdio.
+        None if remote.is_some() => Some(ChildEraChoice::Legacy),
         None => None,
         Some("auto") => Some(ChildEraChoice::Auto),
         Some("legacy") => Some(ChildEraChoice::Legacy),
@@ -280,6 +247,56 @@ fn entry(
     })
 }
 
+/// A stdio server's command: `command`, `args`, `env` and `cwd`, expanded and checked.
+fn stdio_command(
+    name: &str,
+    raw: &Raw,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ChildCommand, String> {
+    let program = raw
+        .command
+        .as_deref()
+        .ok_or("no `command`: give the program to run, e.g. \"command\": \"npx\"")?;
+    let program = expand(program, env)?;
+    let mut argv = vec![program];
+    for arg in &raw.args {
+        argv.push(expand(arg, env)?);
+    }
+    let mut child_env = Vec::new();
+    for (key, value) in &raw.env {
+        child_env.push((key.clone(), expand(value, env)?));
+    }
+    let cwd = match &raw.cwd {
+        Some(cwd) => {
+            let cwd = PathBuf::from(expand(cwd, env)?);
+            let cwd = if cwd.is_absolute() {
+                cwd
+            } else {
+                base.join(cwd)
+            };
+            if !cwd.is_dir() {
+                return Err(format!("cwd {} is not a folder", cwd.display()));
+            }
+            Some(cwd)
+        }
+        None => None,
+    };
+    let command = ChildCommand {
+        argv,
+        env: child_env,
+        cwd,
+        server: Some(name.to_owned()),
+    };
+    if super::child::find_program(&command).is_none() {
+        return Err(format!(
+            "cannot find the command '{}': give a path to an executable, or a program on PATH",
+            command.program()
+        ));
+    }
+    Ok(command)
+}
+
 fn auth(raw: RawAuth, env: &dyn Fn(&str) -> Option<String>) -> Result<EntryAuth, String> {
     match raw.mode.as_str() {
         "open" => Ok(EntryAuth::Open),
@@ -321,75 +338,6 @@ fn auth(raw: RawAuth, env: &dyn Fn(&str) -> Option<String>) -> Result<EntryAuth,
     }
 }
 
-/// This entry's `ServeConfig`: the command line's settings with the entry's on top.
-pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
-    let mut config = base.clone();
-    config.path = format!("/{}/mcp", entry.name);
-    config.command = entry.command.clone();
-    if let Some(era) = entry.child_era {
-        config.child_era = era;
-    }
-    if let Some(n) = entry.max_sessions {
-        config.max_sessions = n;
-    }
-    if let Some(n) = entry.max_sessions_per_principal {
-        config.max_sessions_per_principal = n;
-    }
-    // A server's spares follow its use unless its entry asks for them from the start.
-    config.spares.from_start = entry.spare_children.is_some();
-    if let Some(n) = entry.spare_children {
-        config.spares.most = n;
-    }
-    if let Some(ttl) = entry.spare_idle_ttl {
-        config.spares.idle_ttl = ttl;
-    }
-    if let Some(ttl) = entry.session_idle_ttl {
-        config.session_idle_ttl = ttl;
-    }
-    if let Some(n) = entry.max_requests_per_session {
-        config.max_requests_per_session = n;
-    }
-    if let Some(public) = &base.public_url {
-        // The command line's --public-url names the listener; each server is under it.
-        config.public_url = public.join(&format!("{}/mcp", entry.name)).ok();
-    }
-    match &entry.auth {
-        None => {}
-        Some(EntryAuth::Open) => {
-            config.auth_token = None;
-            config.resource_server = None;
-        }
-        Some(EntryAuth::Token { token, .. }) => {
-            config.auth_token = Some(token.clone());
-            config.resource_server = None;
-        }
-        Some(EntryAuth::Issuer {
-            issuer,
-            audience,
-            scopes,
-        }) => {
-            let inherited = base.resource_server.as_ref();
-            config.auth_token = None;
-            config.resource_server = Some(ResourceServerConfig {
-                issuer: issuer.clone(),
-                audience: audience.clone(),
-                scopes: scopes.clone(),
-                leeway: inherited.map_or(Duration::from_secs(30), |r| r.leeway),
-                refetch_interval: inherited.map_or(Duration::from_secs(30), |r| r.refetch_interval),
-                token_cache: inherited.map_or(4096, |r| r.token_cache),
-                introspection: None,
-                kind_check: inherited.map(|r| r.kind_check).unwrap_or_default(),
-                http: crate::http::client::ClientOptions {
-                    connect_timeout: Duration::from_secs(10),
-                    read_timeout: Some(Duration::from_secs(30)),
-                    extra_roots: Vec::new(),
-                },
-            });
-        }
-    }
-    config
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,7 +361,14 @@ mod tests {
             "remote": {"type": "http", "url": "https://example.com/mcp"}
         }}"#;
         let entries = parsed(text, ".mcp.json").unwrap();
-        assert_eq!(entries.len(), 1, "the http server is skipped");
+        assert_eq!(
+            entries.len(),
+            2,
+            "the http server is reached through the relay"
+        );
+        let remote = entries.iter().find(|e| e.name == "remote").unwrap();
+        assert_eq!(remote.command.argv[1], "https://example.com/mcp");
+        let entries: Vec<Entry> = entries.into_iter().filter(|e| e.name == "files").collect();
         assert_eq!(entries[0].name, "files");
         assert_eq!(entries[0].command.argv, ["sh", "-c", "/tmp/x"]);
         assert_eq!(entries[0].command.env, [("A".to_owned(), "d".to_owned())]);
@@ -487,7 +442,7 @@ mod tests {
                 "t.toml",
                 "spare_idle_ttl -1: use seconds from 0 (never) to 86400",
             ),
-            ("{\"mcpServers\": {}}", "a.json", "no stdio servers"),
+            ("{\"mcpServers\": {}}", "a.json", "no servers in it"),
             ("{\"other\": 1}", "a.json", "no servers"),
             ("{ not json", "a.json", "not valid JSON"),
             ("[servers.x\n", "t.toml", "not valid TOML"),

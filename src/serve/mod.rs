@@ -48,7 +48,9 @@ mod replica;
 // listener, and the listener.
 mod aggregates;
 pub mod config_aggregates;
+mod config_apply;
 pub mod config_file;
+mod config_remote;
 mod front;
 mod listener;
 mod servers;

@@ -23,6 +23,7 @@ use super::aggregates;
 use super::aggregator::Members;
 use super::config::ServeConfig;
 use super::config_aggregates;
+use super::config_apply;
 use super::config_file::{self, Entry};
 use super::front;
 use super::gateway::Gateway;
@@ -142,7 +143,7 @@ impl Servers {
 
     async fn add(&self, entry: Entry) -> Result<(), String> {
         let name = entry.name.clone();
-        let config = config_file::apply(&entry, &self.base);
+        let config = config_apply::apply(&entry, &self.base);
         tracing::info!(
             "serving `{}` at {}{}",
             config.command.argv.join(" "),

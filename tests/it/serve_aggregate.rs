@@ -767,3 +767,126 @@ async fn the_list_size_bound_and_the_time_limit_leave_a_server_out_with_the_flag
         ready.body
     );
 }
+
+/// A remote Streamable HTTP server: one tool; `expire` ends every session it has given
+/// (its requests then get 404, as a restarted server answers).
+fn remote_server(
+    expire: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> impl Fn(&crate::common::Seen) -> crate::common::Reply + Send + Sync + 'static {
+    use crate::common::{Reply, json_reply, result_for, standard};
+    use std::sync::atomic::Ordering;
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    move |seen| {
+        let request = if seen.method == http::Method::POST {
+            seen.json()
+        } else {
+            Value::Null
+        };
+        let alive_from = expire.load(Ordering::SeqCst);
+        if let Some(session) = seen.header("mcp-session-id") {
+            let n: usize = session.trim_start_matches("session-").parse().unwrap_or(0);
+            if n < alive_from {
+                return Reply::Status(404);
+            }
+        }
+        match request["method"].as_str() {
+            Some("initialize") => {
+                let n = next.fetch_add(1, Ordering::SeqCst).max(alive_from);
+                next.fetch_max(n + 1, Ordering::SeqCst);
+                Reply::Json {
+                    status: 200,
+                    body: result_for(&request, json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "far", "version": "1"}})).to_string(),
+                    headers: vec![("mcp-session-id", format!("session-{n}"))],
+                }
+            }
+            Some("tools/list") => json_reply(result_for(
+                &request,
+                json!({"tools": [{"name": "remote-echo", "inputSchema": {"type": "object"}}]}),
+            )),
+            Some("tools/call") => json_reply(result_for(
+                &request,
+                json!({"content": [{"type": "text", "text": format!("far: {}", request["params"]["arguments"]["text"])}]}),
+            )),
+            _ => standard(seen).unwrap_or_else(|| json_reply(result_for(&request, json!({})))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_remote_server_is_reached_through_the_relay_with_its_headers_and_an_expired_session_renewed()
+ {
+    let expire = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let upstream = crate::common::Upstream::start(remote_server(expire.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "team-header-secret-42";
+    let text = format!(
+        "{}[servers.far]\ntype = \"http\"\nurl = {:?}\nheaders = {{ X-Team = \"${{TEAM_SECRET}}\" }}\n",
+        full_entry("alpha", 100, ""),
+        upstream.url
+    );
+    let file = write(dir.path(), &text);
+    let mut command = tokio::process::Command::new(binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(&file)
+        .arg("--aggregate")
+        .env("TEAM_SECRET", secret)
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    let serve = Serve::spawn(command).await;
+    let session = serve.initialize().await;
+    let first = rpc(
+        &serve,
+        &session,
+        1,
+        "tools/call",
+        json!({"name": "far__remote-echo", "arguments": {"text": "one"}}),
+    )
+    .await;
+    assert_eq!(
+        first["result"]["content"][0]["text"], "far: \"one\"",
+        "{first}"
+    );
+    let calls = upstream.posts_of("tools/call");
+    assert_eq!(
+        calls[0].header("x-team").as_deref(),
+        Some(secret),
+        "the header reaches the server"
+    );
+
+    // The server forgets every session: the next call is renewed without the client noticing.
+    let initialized = upstream.posts_of("initialize").len();
+    expire.store(100, std::sync::atomic::Ordering::SeqCst);
+    let second = rpc(
+        &serve,
+        &session,
+        2,
+        "tools/call",
+        json!({"name": "far__remote-echo", "arguments": {"text": "two"}}),
+    )
+    .await;
+    assert_eq!(
+        second["result"]["content"][0]["text"], "far: \"two\"",
+        "{second}"
+    );
+    assert!(
+        upstream.posts_of("initialize").len() > initialized,
+        "the session was initialized again"
+    );
+
+    // The header's value is on no command line and in no log line.
+    for pid in std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("MCP_STDIO_REMOTE_HEADER") {
+            assert!(!cmdline.contains(secret), "{cmdline}");
+        }
+    }
+    assert!(
+        serve.stderr().contains("MCP_STDIO_REMOTE_HEADER_0"),
+        "the relay was started"
+    );
+    assert!(!serve.stderr().contains(secret));
+}
