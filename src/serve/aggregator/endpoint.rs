@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 
 use super::profile::Profile;
 use super::scout;
-use super::{AggregateFlags, AggregateSpec, Members};
+use super::settings::{AggregateFlags, AggregateSpec, Members};
 use crate::serve::aggregate::catalog::Catalog;
 use crate::serve::aggregate::handshake::{AskProfile, merged_capabilities, merged_instructions};
 use crate::serve::aggregate::route::List;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{AggregateFlags, AggregateSpec};
+use super::settings::{AggregateFlags, AggregateSpec};
 use crate::serve::aggregate::catalog::Catalog;
 use crate::serve::aggregate::cursor::CursorError;
 use crate::serve::aggregate::handshake::AskProfile;

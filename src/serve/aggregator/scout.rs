@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::Members;
+use super::settings::Members;
 use crate::era::paging::{Pages, with_cursor};
 use crate::era::{LATEST_LEGACY_VERSION, relay_info};
 use crate::jsonrpc::message::IdKey;
