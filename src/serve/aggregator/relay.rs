@@ -170,6 +170,10 @@ impl Inner {
     }
 
     fn publish_answer(&self, server: usize, line: Bytes) -> Bytes {
+        // Most answers hold no URI: not worth a parse (results can be large).
+        if memchr::memmem::find(&line, b"\"uri\"").is_none() {
+            return line;
+        }
         let Ok(mut answer) = serde_json::from_slice::<Value>(&line) else {
             return line;
         };
