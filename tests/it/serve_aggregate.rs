@@ -890,3 +890,53 @@ async fn a_remote_server_is_reached_through_the_relay_with_its_headers_and_an_ex
     );
     assert!(!serve.stderr().contains(secret));
 }
+
+/// The serve process's children running `sleep`.
+fn sleepers(serve: &Serve) -> usize {
+    children_of(serve.child.id().unwrap())
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with("sleep"))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_fan_out_asks_at_most_aggregate_concurrency_servers_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[servers.mute1]\ncommand = \"sleep\"\nargs = [\"60\"]\n[servers.mute2]\ncommand = \"sleep\"\nargs = [\"60\"]\n";
+    let file = write(dir.path(), text);
+    for (concurrency, at_once) in [("1", 1), ("2", 2)] {
+        let flags = [
+            "--aggregate",
+            "--aggregate-timeout",
+            "1",
+            "--aggregate-concurrency",
+            concurrency,
+            "--spare-budget",
+            "0",
+        ];
+        let serve = start(&file, &flags).await;
+        let body = initialize_body();
+        let init = serve.send("POST", "/mcp", &[], &body);
+        let watch = async {
+            eventually("the servers are being started", async || {
+                let n = sleepers(&serve);
+                (n == at_once).then_some(()).ok_or(format!("{n} at once"))
+            })
+            .await;
+            // With one at a time, the second is not started while the first is asked.
+            assert_eq!(
+                sleepers(&serve),
+                at_once,
+                "--aggregate-concurrency {concurrency}"
+            );
+        };
+        let (answer, ()) = tokio::join!(init, watch);
+        assert_eq!(
+            answer.status, 200,
+            "fail open: initialize answers without them"
+        );
+    }
+}
