@@ -157,3 +157,13 @@ pub fn progress_key(raw: &str) -> String {
         Err(_) => format!("n:{}", raw.trim()),
     }
 }
+
+/// Hands `event` to every waiter. A waiter whose client went away is gone; a full one is a
+/// slow client, whose event is dropped rather than letting it hold the backend's output up.
+pub fn send_all(waiters: &[mpsc::Sender<Event>], event: Event) {
+    for waiter in waiters {
+        if let Err(mpsc::error::TrySendError::Full(_)) = waiter.try_send(event.clone()) {
+            tracing::warn!("a client reads its stream too slowly; an event was dropped");
+        }
+    }
+}

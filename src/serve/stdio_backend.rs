@@ -17,7 +17,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::backend::{Backend, Conflict, Event, Undeliverable, progress_key};
+use super::backend::{Backend, Conflict, Event, Undeliverable, progress_key, send_all};
 use super::child::Output;
 use super::server_events::ServerEvents;
 use crate::jsonrpc::message::{self, IdKey, Kind, Message};
@@ -294,16 +294,6 @@ fn is_power_of_ten(mut n: u64) -> bool {
         n /= 10;
     }
     n == 1
-}
-
-fn send_all(waiters: &[mpsc::Sender<Event>], event: Event) {
-    for waiter in waiters {
-        // A waiter whose client went away is gone; a full one is a slow client, whose
-        // event is dropped rather than letting it hold the child's output up.
-        if let Err(mpsc::error::TrySendError::Full(_)) = waiter.try_send(event.clone()) {
-            tracing::warn!("a client reads its stream too slowly; an event was dropped");
-        }
-    }
 }
 
 /// `params.progressToken` of a progress notification, as `progress_key` makes it.

@@ -37,6 +37,37 @@ fn write(dir: &Path, text: &str) -> std::path::PathBuf {
     file
 }
 
+/// Two fixture servers with the full catalog, alpha and beta, behind `--aggregate`.
+async fn alpha_and_beta() -> (tempfile::TempDir, Serve) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}{}",
+        full_entry("alpha", 100, ""),
+        full_entry("beta", 100, "")
+    );
+    let file = write(dir.path(), &text);
+    let serve = start(&file, &["--aggregate"]).await;
+    (dir, serve)
+}
+
+/// Opens a streaming request at the aggregate endpoint; its body is read by the caller.
+async fn open_at_aggregate(
+    serve: &Serve,
+    method: &str,
+    session: &str,
+    body: &str,
+) -> hyper::body::Incoming {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    serve.http.request(request).await.unwrap().into_body()
+}
+
 async fn rpc(serve: &Serve, session: &str, id: u64, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let answer = serve
@@ -361,29 +392,10 @@ fn bad_aggregate_configs_are_usage_errors_that_say_what_works() {
 
 #[tokio::test]
 async fn a_servers_question_is_answered_by_a_handshake_era_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        &format!(
-            "{}{}",
-            full_entry("alpha", 100, ""),
-            full_entry("beta", 100, "")
-        ),
-    );
-    let serve = start(&file, &["--aggregate"]).await;
+    let (_dir, serve) = alpha_and_beta().await;
     let session = serve.initialize().await;
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
-        .body(Full::new(Bytes::from(
-            json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"beta__ask"}})
-                .to_string(),
-        )))
-        .unwrap();
-    let mut body = serve.http.request(request).await.unwrap().into_body();
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"beta__ask"}});
+    let mut body = open_at_aggregate(&serve, "POST", &session, &call.to_string()).await;
     let mut seen = String::new();
     read_until(&mut body, &mut seen, |s: &str| {
         s.contains("elicitation/create")
@@ -483,16 +495,7 @@ async fn a_2026_client_lists_calls_and_answers_a_question_as_an_input_required_r
 
 #[tokio::test]
 async fn a_cancellation_reaches_only_the_server_that_runs_the_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        &format!(
-            "{}{}",
-            full_entry("alpha", 100, ""),
-            full_entry("beta", 100, "")
-        ),
-    );
-    let serve = start(&file, &["--aggregate"]).await;
+    let (_dir, serve) = alpha_and_beta().await;
     let session = serve.initialize().await;
     // Both servers have a session for this client (the channel to each is alive).
     rpc(
@@ -609,16 +612,7 @@ async fn a_dead_server_is_left_out_and_the_others_go_on_or_the_endpoint_fails_cl
 
 #[tokio::test]
 async fn a_server_that_crashes_mid_call_fails_that_call_and_is_used_again_next_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        &format!(
-            "{}{}",
-            full_entry("alpha", 100, ""),
-            full_entry("beta", 100, "")
-        ),
-    );
-    let serve = start(&file, &["--aggregate"]).await;
+    let (_dir, serve) = alpha_and_beta().await;
     let session = serve.initialize().await;
     let crash = rpc(
         &serve,
@@ -655,25 +649,9 @@ async fn a_server_that_crashes_mid_call_fails_that_call_and_is_used_again_next_t
 
 #[tokio::test]
 async fn a_servers_list_change_reaches_the_clients_stream() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        &format!(
-            "{}{}",
-            full_entry("alpha", 100, ""),
-            full_entry("beta", 100, "")
-        ),
-    );
-    let serve = start(&file, &["--aggregate"]).await;
+    let (_dir, serve) = alpha_and_beta().await;
     let session = serve.initialize().await;
-    let request = http::Request::builder()
-        .method("GET")
-        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let mut body = serve.http.request(request).await.unwrap().into_body();
+    let mut body = open_at_aggregate(&serve, "GET", &session, "").await;
     let announced = rpc(
         &serve,
         &session,

@@ -22,7 +22,7 @@ use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, er
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::serve::aggregate::ids::{Questions, Running};
 use crate::serve::aggregate::route::{List, Target};
-use crate::serve::backend::{Backend, Conflict, Event, Undeliverable};
+use crate::serve::backend::{Backend, Conflict, Event, Undeliverable, send_all};
 use crate::serve::server_events::ServerEvents;
 
 struct Pending {
@@ -108,11 +108,7 @@ impl Inner {
             pending.get(id).map(|p| p.waiters.clone())
         };
         drop(pending);
-        for waiter in waiters.unwrap_or_default() {
-            if let Err(mpsc::error::TrySendError::Full(_)) = waiter.try_send(event.clone()) {
-                tracing::warn!("a client reads its stream too slowly; an event was dropped");
-            }
-        }
+        send_all(&waiters.unwrap_or_default(), event);
     }
 
     pub fn is_waited_for(&self, id: &IdKey) -> bool {
