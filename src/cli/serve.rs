@@ -281,7 +281,7 @@ fn config_file_rules(args: &ServeArgs, file: &std::path::Path) -> Result<(), Str
     let servers: Vec<crate::serve::config_aggregates::Server<'_>> = loaded
         .entries
         .iter()
-        .map(|e| (e.name.as_str(), &e.aliases))
+        .map(|e| (e.name.as_str(), &e.aliases, e.checks_callers_itself()))
         .collect();
     crate::serve::config_aggregates::specs(&loaded.aggregates, &servers, &flags, &args.path)
         .map(|_| ())

@@ -36,6 +36,7 @@ pub async fn start(
             env: Vec::new(),
             cwd: None,
             server: Some(format!("aggregate/{}", spec.name)),
+            env_remove: Vec::new(),
         };
         // No child of its own: nothing to keep spare.
         config.spares = SparePolicy::always(0);

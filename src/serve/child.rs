@@ -22,6 +22,9 @@ pub struct ChildCommand {
     pub cwd: Option<std::path::PathBuf>,
     /// The config file's name for the server, on every line its children write to stderr.
     pub server: Option<String>,
+    /// Variables of serve's environment the child must not inherit (a relay child must
+    /// not send serve's own `MCP_BEARER_TOKEN` to a remote server).
+    pub env_remove: Vec<String>,
 }
 
 impl ChildCommand {
@@ -92,6 +95,9 @@ impl Child {
             .ok_or_else(|| std::io::Error::other("no command"))?;
         let mut wrap = CommandWrap::with_new(program, |c| {
             c.args(args).envs(command.env.iter().map(|(k, v)| (k, v)));
+            for name in &command.env_remove {
+                c.env_remove(name);
+            }
             if let Some(cwd) = &command.cwd {
                 c.current_dir(cwd);
             }

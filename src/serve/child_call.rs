@@ -35,11 +35,13 @@ impl Drop for InFlight {
         if self.answered {
             return;
         }
-        self.session.backend.forget(&self.key);
+        // The cancellation first: an aggregate backend still knows then which server runs
+        // the call.
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": self.upstream_id, "reason": "the client closed the stream"}});
         self.session
             .backend
             .send_now(Bytes::from(cancel.to_string()));
+        self.session.backend.forget(&self.key);
         tracing::debug!(id = %self.upstream_id, "a 2026-07-28 client's call ended unanswered; cancelled in the child");
     }
 }

@@ -12,8 +12,12 @@ use super::aggregate::names::{Aliases, check_separator, check_server_names};
 use super::aggregate::uris::UriPrefixes;
 use super::aggregator::{AggregateFlags, AggregateSpec};
 
-/// A server of the file as the aggregates see it: its name and its aliases.
-pub type Server<'a> = (&'a str, &'a BTreeMap<String, String>);
+/// A server of the file as the aggregates see it: its name, its aliases, and whether it
+/// checks its callers its own way (an `auth` of `token` or `oauth-issuer`).
+pub type Server<'a> = (&'a str, &'a BTreeMap<String, String>, bool);
+
+/// Paths serve answers itself.
+const RESERVED: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 
 /// One aggregate endpoint as the file writes it (unset keys take the flags' values).
 #[derive(Debug, Clone, PartialEq)]
@@ -145,9 +149,16 @@ pub fn specs(
                 "aggregate {name:?}: path {path:?} must be a path starting with '/', e.g. /team/mcp"
             ));
         }
-        if let Some((server, _)) = entries
+        if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(&path))
+            || path.to_ascii_lowercase().starts_with("/.well-known/")
+        {
+            return Err(format!(
+                "aggregate {name:?}: path {path} is one serve answers itself; give the aggregate another path, e.g. /mcp"
+            ));
+        }
+        if let Some((server, _, _)) = entries
             .iter()
-            .find(|(e, _)| format!("/{e}/mcp").eq_ignore_ascii_case(&path))
+            .find(|(e, _, _)| format!("/{e}/mcp").eq_ignore_ascii_case(&path))
         {
             return Err(format!(
                 "aggregate {name:?}: path {path} is where the server {server:?} is served; give the aggregate another path"
@@ -167,7 +178,15 @@ pub fn specs(
         let servers = aggregate
             .servers
             .clone()
-            .unwrap_or_else(|| entries.iter().map(|(e, _)| (*e).to_owned()).collect());
+            .unwrap_or_else(|| entries.iter().map(|(e, _, _)| (*e).to_owned()).collect());
+        if let Some((own, _, _)) = entries
+            .iter()
+            .find(|(e, _, checks)| *checks && servers.iter().any(|s| s == e))
+        {
+            return Err(format!(
+                "aggregate {name:?}: the server {own:?} checks its callers its own way (its `auth`), and an aggregate checks them the command line's way, so it would let them past: name the aggregate's `servers` without it, or give the command line the same check and leave out the server's `auth`"
+            ));
+        }
         check_server_names(&servers, &separator).map_err(|e| format!("aggregate {name:?}: {e}"))?;
         UriPrefixes::new(&servers).map_err(|e| format!("aggregate {name:?}: {e}"))?;
         specs.push(AggregateSpec {
@@ -186,8 +205,8 @@ pub fn specs(
 fn aliases(entries: &[Server<'_>], servers: &[String]) -> Aliases {
     entries
         .iter()
-        .filter(|(name, _)| servers.iter().any(|s| s == name))
-        .flat_map(|(name, aliases)| {
+        .filter(|(name, _, _)| servers.iter().any(|s| s == name))
+        .flat_map(|(name, aliases, _)| {
             aliases
                 .iter()
                 .map(|(own, public)| (((*name).to_owned(), own.clone()), public.clone()))

@@ -36,6 +36,16 @@ pub struct Entry {
     pub aliases: BTreeMap<String, String>,
 }
 
+impl Entry {
+    /// Whether it checks callers its own way (a token or an issuer of its own).
+    pub fn checks_callers_itself(&self) -> bool {
+        matches!(
+            self.auth,
+            Some(EntryAuth::Token { .. } | EntryAuth::Issuer { .. })
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntryAuth {
     Open,
@@ -136,6 +146,19 @@ pub fn parse(
         check_name(name)?;
         let raw: Raw = serde_json::from_value(value.clone())
             .map_err(|e| format!("server {name:?}: {e}; its keys are {KNOWN}"))?;
+        if let Some(kind) = raw.kind.as_deref()
+            && !super::config_remote::TYPES.contains(&kind)
+        {
+            let why = format!(
+                "server {name:?}: type {kind:?} is not served: use \"stdio\" (a command), \"http\" (Streamable HTTP) or \"sse\" (HTTP+SSE)"
+            );
+            if !json {
+                return Err(why);
+            }
+            // A host's file may hold kinds this gateway does not know: the rest still serve.
+            tracing::warn!("{why}; skipped");
+            continue;
+        }
         if !raw.other.is_empty() {
             let keys: Vec<&str> = raw.other.keys().map(String::as_str).collect();
             if !json {
@@ -189,9 +212,7 @@ fn entry(
 ) -> Result<Entry, String> {
     let remote = raw.kind.as_deref().filter(|kind| *kind != "stdio");
     let command = match remote {
-        Some(kind) => {
-            super::config_remote::command(name, kind, raw.url.as_deref(), &raw.headers, env)?
-        }
+        Some(kind) => remote_command(name, kind, &raw, env)?,
         None => stdio_command(name, &raw, base, env)?,
     };
     let child_era = match raw.child_era.as_deref() {
@@ -247,6 +268,25 @@ fn entry(
     })
 }
 
+/// A remote server's command (the relay): `url`, `headers`, and `env` for the relay.
+fn remote_command(
+    name: &str,
+    kind: &str,
+    raw: &Raw,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ChildCommand, String> {
+    if raw.command.is_some() || !raw.args.is_empty() || raw.cwd.is_some() {
+        return Err(format!(
+            "a remote server (\"type\": {kind:?}) is reached at its `url`: leave out command, args and cwd (`env` is given to the relay, e.g. HTTPS_PROXY)"
+        ));
+    }
+    let mut relay_env = Vec::new();
+    for (key, value) in &raw.env {
+        relay_env.push((key.clone(), expand(value, env)?));
+    }
+    super::config_remote::command(name, kind, raw.url.as_deref(), &raw.headers, relay_env, env)
+}
+
 /// A stdio server's command: `command`, `args`, `env` and `cwd`, expanded and checked.
 fn stdio_command(
     name: &str,
@@ -254,6 +294,9 @@ fn stdio_command(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ChildCommand, String> {
+    if raw.url.is_some() || !raw.headers.is_empty() {
+        return Err("`url` and `headers` are a remote server's: give it \"type\": \"http\" (or \"sse\"), or leave them out of a stdio server".into());
+    }
     let program = raw
         .command
         .as_deref()
@@ -287,6 +330,7 @@ fn stdio_command(
         env: child_env,
         cwd,
         server: Some(name.to_owned()),
+        env_remove: Vec::new(),
     };
     if super::child::find_program(&command).is_none() {
         return Err(format!(

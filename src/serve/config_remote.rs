@@ -23,6 +23,7 @@ pub fn command(
     kind: &str,
     url: Option<&str>,
     headers: &BTreeMap<String, String>,
+    extra_env: Vec<(String, String)>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ChildCommand, String> {
     let transport = match kind {
@@ -38,9 +39,14 @@ pub fn command(
         "type {kind:?} needs a `url`: the remote server's endpoint, e.g. \"https://mcp.example.com/mcp\""
     ))?;
     let url = expand(url, env)?;
-    let parsed = url::Url::parse(&url).map_err(|e| format!("url {url:?}: {e}"))?;
+    // The URL is on the relay's command line and in the log: not the place for secrets,
+    // and the message does not repeat it.
+    let parsed = url::Url::parse(&url).map_err(|e| format!("url: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("url {url:?}: use an http:// or https:// URL"));
+        return Err("url: use an http:// or https:// URL".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("url: credentials in the URL would show in the process list and the log; give them as a header, e.g. \"headers\": {\"Authorization\": \"Bearer ${TOKEN}\"}".into());
     }
     let program = std::env::current_exe()
         .map_err(|e| format!("cannot find this program to relay to {url}: {e}"))?
@@ -55,19 +61,41 @@ pub fn command(
             ));
         }
         let value = expand(value, env).map_err(|e| format!("headers.{header}: {e}"))?;
+        if http::HeaderValue::from_str(&value).is_err() {
+            return Err(format!(
+                "headers.{header}: its value (after ${{VAR}} expansion) is not a header value: use visible ASCII and spaces, no line breaks"
+            ));
+        }
         let variable = header_variable(n);
         argv.push("-H".into());
         argv.push(format!("{header}: ${{{variable}}}"));
         child_env.push((variable, value));
     }
     tracing::debug!(server = %name, transport, "a remote server, served through the relay");
+    child_env.extend(extra_env);
     Ok(ChildCommand {
         argv,
         env: child_env,
         cwd: None,
         server: Some(name.to_owned()),
+        // serve's own bearer is not the remote server's.
+        env_remove: vec!["MCP_BEARER_TOKEN".into()],
     })
 }
+
+/// A command line as the log shows it: a URL's query left out (it may hold a key).
+pub fn shown(argv: &[String]) -> String {
+    argv.iter()
+        .map(|arg| match arg.split_once('?') {
+            Some((before, _)) if arg.contains("://") => format!("{before}?…"),
+            _ => arg.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `type`s a server entry may have.
+pub const TYPES: [&str; 5] = ["stdio", "http", "sse", "streamable-http", "streamableHttp"];
 
 #[cfg(test)]
 mod tests {
@@ -86,6 +114,7 @@ mod tests {
             "http",
             Some("https://mcp.example.com/mcp"),
             &headers,
+            Vec::new(),
             &env,
         )
         .unwrap();
@@ -118,6 +147,7 @@ mod tests {
             "sse",
             Some("http://127.0.0.1:9/sse"),
             &BTreeMap::new(),
+            Vec::new(),
             &env,
         )
         .unwrap();
@@ -134,14 +164,43 @@ mod tests {
             ("http", Some("${NOPE}/mcp"), "NOPE"),
         ];
         for (kind, url, needle) in cases {
-            let error = command("r", kind, url, &none, &env).unwrap_err();
+            let error = command("r", kind, url, &none, Vec::new(), &env).unwrap_err();
             assert!(error.contains(needle), "{kind} {url:?}: {error}");
         }
         let bad = BTreeMap::from([("Bad Header".to_owned(), "x".to_owned())]);
         assert!(
-            command("r", "http", Some("https://x/mcp"), &bad, &env)
+            command("r", "http", Some("https://x/mcp"), &bad, Vec::new(), &env)
                 .unwrap_err()
                 .contains("not a header name")
         );
+        let broken = BTreeMap::from([("X-Key".to_owned(), "a\nb".to_owned())]);
+        let error = command(
+            "r",
+            "http",
+            Some("https://x/mcp"),
+            &broken,
+            Vec::new(),
+            &env,
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("not a header value") && !error.contains("a\nb"),
+            "{error}"
+        );
+        let secret_url = command(
+            "r",
+            "http",
+            Some("https://me:pw@x/mcp"),
+            &none,
+            Vec::new(),
+            &env,
+        )
+        .unwrap_err();
+        assert!(
+            secret_url.contains("give them as a header") && !secret_url.contains("pw@"),
+            "{secret_url}"
+        );
+        let shown_line = shown(&["relay".into(), "https://x/mcp?key=k3y".into()]);
+        assert_eq!(shown_line, "relay https://x/mcp?…");
     }
 }

@@ -105,7 +105,7 @@ impl Servers {
         let entries = loaded.entries;
         let named: Vec<config_aggregates::Server<'_>> = entries
             .iter()
-            .map(|e| (e.name.as_str(), &e.aliases))
+            .map(|e| (e.name.as_str(), &e.aliases, e.checks_callers_itself()))
             .collect();
         let specs =
             config_aggregates::specs(&loaded.aggregates, &named, &base.aggregate, &base.path)
@@ -146,7 +146,7 @@ impl Servers {
         let config = config_apply::apply(&entry, &self.base);
         tracing::info!(
             "serving `{}` at {}{}",
-            config.command.argv.join(" "),
+            super::config_remote::shown(&config.command.argv),
             self.origin,
             config.path
         );

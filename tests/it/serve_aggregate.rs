@@ -375,6 +375,39 @@ fn bad_aggregate_configs_are_usage_errors_that_say_what_works() {
             vec![],
             "its keys are path, servers, separator, fail",
         ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\n[aggregates.team]\npath = \"/metrics\"\n"),
+            vec![],
+            "one serve answers itself",
+        ),
+        (
+            format!(
+                "[servers.a]\ncommand = {fixture:?}\nauth = {{ mode = \"token\", token_env = \"HOME\" }}\n"
+            ),
+            vec!["--aggregate"],
+            "checks its callers its own way",
+        ),
+        (
+            "[servers.r]\ntype = \"http\"\nurl = \"https://x.example/mcp\"\ncommand = \"sh\"\n"
+                .to_owned(),
+            vec!["--aggregate"],
+            "leave out command, args and cwd",
+        ),
+        (
+            format!("[servers.a]\ncommand = {fixture:?}\nurl = \"https://x.example/mcp\"\n"),
+            vec!["--aggregate"],
+            "are a remote server's",
+        ),
+        (
+            "[servers.r]\ntype = \"ws\"\nurl = \"wss://x.example/mcp\"\n".to_owned(),
+            vec!["--aggregate"],
+            "type \"ws\" is not served",
+        ),
+        (
+            "[servers.r]\ntype = \"http\"\nurl = \"https://me:pw@x.example/mcp\"\n".to_owned(),
+            vec!["--aggregate"],
+            "give them as a header",
+        ),
     ];
     for (text, flags, needle) in cases {
         let file = write(dir.path(), &text);
@@ -917,4 +950,46 @@ async fn a_fan_out_asks_at_most_aggregate_concurrency_servers_at_once() {
             "fail open: initialize answers without them"
         );
     }
+}
+
+#[tokio::test]
+async fn a_2026_call_its_client_abandons_frees_its_place_on_the_server() {
+    let (_dir, serve) = alpha_and_beta().await;
+    // The principal's session with beta is open (nothing else is pending there later).
+    let echo_params = json!({"name": "beta__echo", "arguments": {"text": "warm"}});
+    let (headers, body) = modern_request(json!(0), "tools/call", echo_params, Some("beta__echo"));
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let echo = serve.send("POST", "/mcp", &headers, &body).await;
+    assert!(echo.body.contains("warm"), "{}", echo.body);
+    let params = json!({"name": "beta__slow", "arguments": {"ms": 60000}});
+    let (headers, body) = modern_request(json!(1), "tools/call", params, Some("beta__slow"));
+    let mut request = http::Request::builder()
+        .method("POST")
+        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in &headers {
+        request = request.header(k, v);
+    }
+    let request = request.body(Full::new(Bytes::from(body))).unwrap();
+    let pending = |n: u64| {
+        let serve = &serve;
+        async move {
+            eventually(&format!("{n} call(s) pending on beta"), async || {
+                let metrics = serve.send("GET", "/metrics", &[], "").await.body;
+                let line = format!("mcp_stdio_pending_requests{{server=\"beta\"}} {n}");
+                metrics.contains(&line).then_some(()).ok_or(metrics)
+            })
+            .await
+        }
+    };
+    let call = tokio::spawn(serve.http.request(request));
+    pending(1).await;
+    call.abort();
+    // The client went away: the server is told, and its session holds nothing for it.
+    pending(0).await;
+    serve.wait_stderr("fixture: cancelled").await;
 }

@@ -113,6 +113,18 @@ impl Questions {
         }
     }
 
+    /// A backend withdrew its question (`notifications/cancelled`, its own id as raw
+    /// JSON): the gateway id the client knows it by (raw JSON), now forgotten.
+    pub fn withdrawn(&mut self, server: usize, backend_id: &str) -> Option<String> {
+        let found = self
+            .asked
+            .iter()
+            .find(|(_, (s, id))| *s == server && id.as_str() == backend_id)
+            .map(|(gateway, _)| gateway.clone())?;
+        self.asked.remove(&found);
+        Some(serde_json::to_string(&found).expect("a string serializes"))
+    }
+
     /// Forgets a backend's questions when it goes away (their answers go nowhere).
     pub fn forget_server(&mut self, server: usize) {
         self.asked.retain(|_, (s, _)| *s != server);
@@ -127,6 +139,15 @@ impl Questions {
 mod tests {
     use super::*;
     use serde_json::value::RawValue;
+
+    #[test]
+    fn a_withdrawn_question_is_named_as_the_client_knows_it() {
+        let mut questions = Questions::new(8);
+        let asked = questions.ask(1, "7");
+        assert_eq!(questions.withdrawn(0, "7"), None, "another server's id 7");
+        assert_eq!(questions.withdrawn(1, "7"), Some(asked));
+        assert_eq!(questions.pending(), 0);
+    }
 
     #[test]
     fn unanswered_questions_are_bounded_oldest_first() {

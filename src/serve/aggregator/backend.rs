@@ -199,7 +199,8 @@ impl Inner {
             _ => &[],
         };
         let profile = self.profile.lock().expect("profile lock").clone();
-        if let Err(why) = self.endpoint.read_lists(&profile, needs).await {
+        let listing = method.ends_with("/list");
+        if let Err(why) = self.endpoint.read_lists(&profile, needs, listing).await {
             return self.refuse(&id, &raw_id, INTERNAL_ERROR, &why);
         }
         match profile.route(&method, params.as_ref()) {
@@ -276,7 +277,7 @@ impl Inner {
     /// A notification or an answer from the client.
     fn heard_from_client(&self, parsed: &message::Message<'_>, line: Bytes) {
         match parsed.kind {
-            Kind::Response => self.answer_question(parsed, line),
+            Kind::Response => self.answer_question(parsed),
             Kind::Notification => match parsed.method.as_deref() {
                 Some("notifications/cancelled") => {
                     let Some(id) = message::cancelled_request_id(parsed.params) else {
@@ -314,7 +315,7 @@ impl Inner {
 
     /// The client's answer to a server's question: to the server that asked, under its
     /// own id.
-    fn answer_question(&self, parsed: &message::Message<'_>, line: Bytes) {
+    fn answer_question(&self, parsed: &message::Message<'_>) {
         let Some(id) = parsed.id.and_then(IdKey::from_raw) else {
             return;
         };
@@ -326,11 +327,19 @@ impl Inner {
         let Some(session) = self.members.get_open(server) else {
             return;
         };
-        let Ok(mut answer) = serde_json::from_slice::<Value>(&line) else {
-            return;
+        // The server's own id as it wrote it (a re-encoded number may not match).
+        let answer = match (parsed.result, parsed.error) {
+            (Some(result), _) => format!(
+                r#"{{"jsonrpc":"2.0","id":{asked_as},"result":{}}}"#,
+                result.get()
+            ),
+            (None, Some(error)) => format!(
+                r#"{{"jsonrpc":"2.0","id":{asked_as},"error":{}}}"#,
+                error.get()
+            ),
+            (None, None) => return,
         };
-        answer["id"] = serde_json::from_str(&asked_as).unwrap_or(Value::Null);
-        session.backend.send_now(Bytes::from(answer.to_string()));
+        session.backend.send_now(Bytes::from(answer));
     }
 }
 
@@ -407,6 +416,17 @@ impl Backend for AggregateBackend {
             .lock()
             .expect("aggregate lock")
             .remove(id);
+        // The server's session stops waiting too (its carrying task then ends), or the
+        // call would hold one of that session's request slots for good.
+        let server = self
+            .inner
+            .running
+            .lock()
+            .expect("running lock")
+            .server_of(id);
+        if let Some(session) = server.and_then(|s| self.inner.members.get_open(s)) {
+            session.backend.forget(id);
+        }
     }
 
     fn set_asking(&self, id: &IdKey, asking: bool) {

@@ -125,7 +125,7 @@ impl Endpoint {
 
     /// The profile's session with `server` and its handshake: the one it has, or one
     /// started now (unless the server failed less than `RETRY_AFTER` ago).
-    async fn scout(
+    pub(super) async fn scout(
         self: &Arc<Self>,
         profile: &Arc<Profile>,
         server: usize,
@@ -134,7 +134,11 @@ impl Endpoint {
         if let (Some(session), Some(handshake)) = (&scout.session, &scout.handshake)
             && !session.ended.is_cancelled()
         {
-            return Ok((session.clone(), handshake.clone()));
+            let found = (session.clone(), handshake.clone());
+            drop(scout);
+            // It answers: whatever marked it down meanwhile is over.
+            self.set_state(server, ServerState::Up);
+            return Ok(found);
         }
         if scout.failed_at.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
             return Err(self.why_down(server));
@@ -160,7 +164,7 @@ impl Endpoint {
                 scout.failed_at = None;
                 drop(scout);
                 self.set_state(server, ServerState::Up);
-                self.watch(server, session.clone());
+                self.watch(profile, server, session.clone());
                 Ok((session, handshake))
             }
             Err(why) => {
@@ -217,8 +221,10 @@ impl Endpoint {
 
     /// Follows a scout session: its list changes refresh the catalogs; its end marks the
     /// server down.
-    fn watch(self: &Arc<Self>, server: usize, session: Arc<Session>) {
+    fn watch(self: &Arc<Self>, profile: &Arc<Profile>, server: usize, session: Arc<Session>) {
         let endpoint = Arc::downgrade(self);
+        let profile = Arc::downgrade(profile);
+        let started = Instant::now();
         let mut changes = session.events.changes.subscribe();
         tokio::spawn(async move {
             loop {
@@ -242,11 +248,35 @@ impl Endpoint {
                     () = session.ended.cancelled() => break,
                 }
             }
-            if let Some(endpoint) = endpoint.upgrade() {
-                tracing::warn!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the server's session ended; left out until it answers again");
+            // Ended by the server (it exited) or by the gateway (its age): started again at
+            // once; only a server that does not answer then is left out, and one whose
+            // sessions keep ending at once is not restarted in a loop.
+            let Some(endpoint) = endpoint.upgrade() else {
+                return;
+            };
+            if started.elapsed() < RETRY_AFTER {
+                tracing::warn!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the server's session ended at once; left out until it answers again");
                 endpoint.mark_down(server, "its session ended".into());
+                return;
+            }
+            if let Some(profile) = profile.upgrade() {
+                tracing::info!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the endpoint's own session with the server ended; starting another");
+                if let Ok(mut scout) = profile.scouts[server].try_lock() {
+                    scout.session = None;
+                }
+                endpoint.restart_scout(profile, server);
             }
         });
+    }
+
+    /// Starts a profile's session with `server` again (from the task that saw the last one
+    /// end: boxed, as that task is itself started by `scout`).
+    fn restart_scout(self: Arc<Self>, profile: Arc<Profile>, server: usize) {
+        let again: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                let _ = self.scout(&profile, server).await;
+            });
+        tokio::spawn(again);
     }
 
     /// A server said one of its lists changed: read again before the next answer, and
@@ -333,75 +363,6 @@ impl Endpoint {
         Ok(result)
     }
 
-    /// Reads every list in `lists` that `profile` does not know yet from each server that
-    /// is up.
-    pub async fn read_lists(
-        self: &Arc<Self>,
-        profile: &Arc<Profile>,
-        lists: &[List],
-    ) -> Result<(), String> {
-        let _reading = profile.reading.lock().await;
-        if !lists.is_empty() {
-            self.revive(profile).await;
-        }
-        for &list in lists {
-            let unread = profile.unread(list);
-            if unread.is_empty() {
-                continue;
-            }
-            let reads: Vec<(usize, Result<Vec<Value>, String>)> = futures_util::stream::iter(
-                unread,
-            )
-            .map(|server| async move { (server, self.read_one(profile, server, list).await) })
-            .buffer_unordered(self.flags.concurrency)
-            .collect()
-            .await;
-            for (server, read) in reads {
-                if let Err(why) = read.and_then(|items| profile.record(list, server, items)) {
-                    tracing::error!(aggregate = %self.spec.name, server = %self.server_name(server), list = list.key(), "left out: {why}");
-                    if self.spec.fail_closed {
-                        return Err(format!(
-                            "the {} of the server {:?} cannot be listed: {why} (this endpoint fails closed)",
-                            list.key(),
-                            self.server_name(server)
-                        ));
-                    }
-                    profile.record(list, server, Vec::new()).ok();
-                }
-            }
-        }
-        if self.spec.fail_closed
-            && let Some((name, ServerState::Down(why))) = self
-                .states()
-                .into_iter()
-                .find(|(_, s)| matches!(s, ServerState::Down(_)))
-        {
-            return Err(format!(
-                "the server {name:?} behind this endpoint is unavailable ({why}) and this endpoint fails closed"
-            ));
-        }
-        Ok(())
-    }
-
-    /// Tries the servers that are down again (each at most every `RETRY_AFTER`): one that
-    /// answers is back in the lists.
-    async fn revive(self: &Arc<Self>, profile: &Arc<Profile>) {
-        let down: Vec<usize> = self
-            .states
-            .lock()
-            .expect("states lock")
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s, ServerState::Down(_)))
-            .map(|(server, _)| server)
-            .collect();
-        futures_util::stream::iter(down)
-            .map(|server| async move { self.scout(profile, server).await.ok() })
-            .buffer_unordered(self.flags.concurrency)
-            .collect::<Vec<_>>()
-            .await;
-    }
-
     /// Why a name that leads nowhere does: its server is down (`None`: it is not).
     pub fn down_server_of(&self, public: &str) -> Option<String> {
         let states = self.states.lock().expect("states lock");
@@ -413,36 +374,6 @@ impl Endpoint {
         let down = matches!(states[server], ServerState::Down(_));
         drop(states);
         down.then(|| self.why_down(server))
-    }
-
-    async fn read_one(
-        self: &Arc<Self>,
-        profile: &Arc<Profile>,
-        server: usize,
-        list: List,
-    ) -> Result<Vec<Value>, String> {
-        let (session, handshake) = self.scout(profile, server).await?;
-        if !scout::offers(&handshake, list) {
-            return Ok(Vec::new());
-        }
-        let wait = self.flags.timeout;
-        let read = tokio::time::timeout(
-            wait,
-            scout::read_list(&session, list, wait, self.flags.max_list_items),
-        )
-        .await;
-        let why = match read {
-            Ok(Ok(items)) => return Ok(items),
-            Ok(Err(why)) if why.contains("--aggregate-max-list-items") => return Err(why),
-            Ok(Err(why)) => why,
-            Err(_) => format!(
-                "no answer to {} within {} s (--aggregate-timeout)",
-                list.method(),
-                wait.as_secs_f64()
-            ),
-        };
-        self.mark_down(server, why.clone());
-        Err(why)
     }
 
     /// A result from `server` with its resource URIs published.

@@ -23,6 +23,8 @@ pub struct MemberSessions {
     hello: Mutex<Value>,
     /// The client's last `logging/setLevel`, for servers opened after it.
     log_level: Mutex<Option<Value>>,
+    /// The client's session ended: a session opened after that is ended at once.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl MemberSessions {
@@ -38,6 +40,7 @@ impl MemberSessions {
                 "clientInfo": crate::era::relay_info(),
             })),
             log_level: Mutex::new(None),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -102,7 +105,15 @@ impl MemberSessions {
                 "the server {name:?} behind this endpoint is unavailable ({why}); the endpoint's other servers go on"
             ));
         }
-        self.opened.lock().expect("members lock")[server] = Some(session.clone());
+        {
+            let mut opened = self.opened.lock().expect("members lock");
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                drop(opened);
+                session.end.cancel();
+                return Err("the session ended".into());
+            }
+            opened[server] = Some(session.clone());
+        }
         opened(session.clone());
         Ok(session)
     }
@@ -130,7 +141,9 @@ impl MemberSessions {
 
     /// Ends every member session (the client's session ended).
     pub fn end_all(&self) {
-        for session in self.opened.lock().expect("members lock").iter_mut() {
+        let mut opened = self.opened.lock().expect("members lock");
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for session in opened.iter_mut() {
             if let Some(session) = session.take() {
                 session.end.cancel();
             }

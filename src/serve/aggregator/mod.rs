@@ -8,7 +8,7 @@
 //! From the ground up: `settings.rs` what an endpoint is told; `scout.rs` the gateway's own
 //! requests (a server's handshake and lists); `profile.rs` a catalog per kind of client;
 //! `endpoint.rs` what every session of one endpoint shares (each server's state, the
-//! profiles, their scouts); `members.rs` a client session's own sessions with the servers;
+//! profiles, their scouts) and `reading.rs` how its lists are read; `members.rs` a client session's own sessions with the servers;
 //! `backend.rs` the `Backend` itself; `relay.rs` a routed request carried there and back.
 //! This file is only the list.
 
@@ -16,6 +16,7 @@ mod backend;
 mod endpoint;
 mod members;
 mod profile;
+mod reading;
 mod relay;
 mod scout;
 mod settings;

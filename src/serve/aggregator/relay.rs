@@ -33,6 +33,9 @@ impl Inner {
         server: usize,
         params: Value,
     ) {
+        if self.ended.is_cancelled() {
+            return;
+        }
         // From here on a cancellation knows where the call goes.
         self.running
             .lock()
@@ -43,6 +46,7 @@ impl Inner {
                 .await;
         }
         self.running.lock().expect("running lock").end(&id);
+        self.cancelled.lock().expect("cancelled lock").remove(&id);
     }
 
     /// The client's session with `server` for request `id`; `None` when the request was
@@ -66,6 +70,8 @@ impl Inner {
             return None;
         }
         match session {
+            // The client gave up while the server's session was opening: never sent.
+            Ok(_) if !self.is_waited_for(id) => None,
             Ok(session) => Some(session),
             Err(why) => {
                 self.refuse(id, raw_id, INTERNAL_ERROR, &why);
@@ -92,19 +98,24 @@ impl Inner {
         let raw_params = serde_json::value::to_raw_value(params).ok();
         let progress = request_progress_token(raw_params.as_deref());
         let (tx, mut rx) = mpsc::channel(64);
-        match session.backend.register(id.clone(), &line, progress, tx) {
-            Ok(_) => {}
+        let first = match session.backend.register(id.clone(), &line, progress, tx) {
+            Ok(first) => first,
             Err(Conflict::DifferentRequest) => {
                 return self.refuse(id, raw_id, INVALID_REQUEST, &format!("Conflict: request id {raw_id} is already in flight with a different request"));
             }
             Err(Conflict::Full) => {
                 return self.refuse(id, raw_id, INTERNAL_ERROR, &format!("Too Many Requests: the server {:?} has its most requests in flight for this session (its max_requests_per_session)", self.endpoint.server_name(server)));
             }
-        }
+        };
         session
             .busy
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Err(why) = session.backend.send(line, self.response_timeout).await {
+        // The same request already running there (a client's retry): wait for its answer.
+        let sent = match first {
+            true => session.backend.send(line, self.response_timeout).await,
+            false => Ok(()),
+        };
+        if let Err(why) = sent {
             session.backend.forget(id);
             let why = format!(
                 "the server {:?} behind this endpoint did not take the request ({why:?}); try again",
@@ -196,9 +207,28 @@ impl Inner {
                     .lock()
                     .expect("questions lock")
                     .ask(server, &asked_as);
-                let mut question: Value = serde_json::from_slice(&line).ok()?;
-                question["id"] = serde_json::from_str(&id).ok()?;
-                Some(Bytes::from(question.to_string()))
+                let method = Value::String(parsed.method.as_deref()?.to_owned());
+                let question = match parsed.params {
+                    Some(params) => format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{}}}"#,
+                        params.get()
+                    ),
+                    None => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#),
+                };
+                Some(Bytes::from(question))
+            }
+            Kind::Notification if parsed.method.as_deref() == Some("notifications/cancelled") => {
+                // The server withdraws its own question: under the id the client knows.
+                let asked_as = serde_json::from_str::<Value>(parsed.params?.get()).ok()?;
+                let asked_as = serde_json::to_string(asked_as.get("requestId")?).ok()?;
+                let id = self
+                    .questions
+                    .lock()
+                    .expect("questions lock")
+                    .withdrawn(server, &asked_as)?;
+                Some(Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+                )))
             }
             Kind::Notification => {
                 if let Some(list) = changed_list(&line) {

@@ -40,6 +40,7 @@ pub async fn request(
         unreachable!("own ids are strings")
     };
     let line = json!({"jsonrpc": "2.0", "id": text, "method": method, "params": params});
+    session.touch();
     let answer = ask(&*session.backend, id, Bytes::from(line.to_string()), wait)
         .await
         .map_err(|why| match why {
@@ -76,6 +77,10 @@ pub async fn start(
     capabilities: Value,
 ) -> Result<(Arc<Session>, Value), String> {
     let session = members.open(server, None, true)?;
+    // The endpoint's own session lasts as long as the endpoint: never idle to the reaper.
+    session
+        .busy
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // Exactly what the profile's clients can be asked: a server that lists tools only to
     // clients able to answer their questions lists them to this profile as to its clients.
     let params = json!({
