@@ -45,6 +45,8 @@ pub struct Endpoint {
     profiles: Mutex<BTreeMap<AskProfile, Arc<Profile>>>,
     /// Notifications for every client of the endpoint (a list changed).
     pub changes: broadcast::Sender<Bytes>,
+    /// A call started trying the servers that are down again, in the background.
+    pub(super) reviving: std::sync::atomic::AtomicBool,
 }
 
 impl Endpoint {
@@ -67,6 +69,7 @@ impl Endpoint {
             states: Mutex::new(vec![ServerState::NotStarted; count]),
             profiles: Mutex::new(BTreeMap::new()),
             changes: broadcast::channel(64).0,
+            reviving: std::sync::atomic::AtomicBool::new(false),
             uris,
             members,
             spec,

@@ -3,6 +3,7 @@
 //! `--aggregate-timeout`), the servers that are down tried again first for a list request.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -13,6 +14,25 @@ use super::scout;
 use crate::serve::aggregate::route::List;
 
 impl Endpoint {
+    /// For a call: the servers that are down are tried again in the background (one such
+    /// task at a time), so the call does not wait, and a later one finds them back.
+    fn revive_meanwhile(self: &Arc<Self>, profile: &Arc<Profile>) {
+        let down = self
+            .states()
+            .iter()
+            .any(|(_, s)| matches!(s, ServerState::Down(_)));
+        if !down || self.reviving.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (endpoint, profile) = (self.clone(), profile.clone());
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                endpoint.revive(&profile).await;
+                endpoint.reviving.store(false, Ordering::SeqCst);
+            });
+        tokio::spawn(task);
+    }
+
     /// Reads every list in `lists` that `profile` does not know yet from each server that
     /// is up.
     pub async fn read_lists(
@@ -24,6 +44,8 @@ impl Endpoint {
         // A list request tries the servers that are down again; a call does not wait for it.
         if revive {
             self.revive(profile).await;
+        } else {
+            self.revive_meanwhile(profile);
         }
         let _reading = profile.reading.lock().await;
         for &list in lists {
