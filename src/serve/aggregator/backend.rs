@@ -111,6 +111,12 @@ impl Inner {
         send_all(&waiters.unwrap_or_default(), event);
     }
 
+    /// The server running the client's request `id`, and the client's open session with it.
+    fn running_on(&self, id: &IdKey) -> Option<(usize, Arc<crate::serve::session::Session>)> {
+        let server = self.running.lock().expect("running lock").server_of(id)?;
+        Some((server, self.members.get_open(server)?))
+    }
+
     pub fn is_waited_for(&self, id: &IdKey) -> bool {
         self.pending
             .lock()
@@ -418,25 +424,13 @@ impl Backend for AggregateBackend {
             .remove(id);
         // The server's session stops waiting too (its carrying task then ends), or the
         // call would hold one of that session's request slots for good.
-        let server = self
-            .inner
-            .running
-            .lock()
-            .expect("running lock")
-            .server_of(id);
-        if let Some(session) = server.and_then(|s| self.inner.members.get_open(s)) {
+        if let Some((_, session)) = self.inner.running_on(id) {
             session.backend.forget(id);
         }
     }
 
     fn set_asking(&self, id: &IdKey, asking: bool) {
-        let server = self
-            .inner
-            .running
-            .lock()
-            .expect("running lock")
-            .server_of(id);
-        if let Some(session) = server.and_then(|s| self.inner.members.get_open(s)) {
+        if let Some((_, session)) = self.inner.running_on(id) {
             session.backend.set_asking(id, asking);
         }
     }

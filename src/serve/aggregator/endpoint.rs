@@ -96,6 +96,15 @@ impl Endpoint {
             .collect()
     }
 
+    /// Whether any server is down (asked on every call: no copy of the states).
+    pub fn any_down(&self) -> bool {
+        self.states
+            .lock()
+            .expect("states lock")
+            .iter()
+            .any(|s| matches!(s, ServerState::Down(_)))
+    }
+
     /// The lists and scouts of clients that can be asked what `capabilities` declare.
     pub fn profile(&self, capabilities: &Value) -> Arc<Profile> {
         let ask = AskProfile::of(capabilities);

@@ -17,10 +17,7 @@ impl Endpoint {
     /// For a call: the servers that are down are tried again in the background (one such
     /// task at a time), so the call does not wait, and a later one finds them back.
     fn revive_meanwhile(self: &Arc<Self>, profile: &Arc<Profile>) {
-        let down = self
-            .states()
-            .iter()
-            .any(|(_, s)| matches!(s, ServerState::Down(_)));
+        let down = self.any_down();
         if !down || self.reviving.swap(true, Ordering::SeqCst) {
             return;
         }
