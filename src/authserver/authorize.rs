@@ -348,17 +348,9 @@ async fn validate(
             )
         })?
         .to_owned();
-    let ours = issuer.resource();
-    let resource = match get("resource")? {
-        Some(asked) if super::issuer::same_resource(asked, &ours) => ours,
-        Some(asked) => {
-            return Err(fail(
-                "invalid_target",
-                format!("this server issues tokens only for {ours}, not {asked}"),
-            ));
-        }
-        None => ours,
-    };
+    let resource = server
+        .resource_for(get("resource")?, issuer)
+        .map_err(|why| fail("invalid_target", why))?;
     let scope = server.grantable_scope(get("scope")?);
     Ok(Authorization {
         code_challenge: challenge,

@@ -133,7 +133,10 @@ pub fn page(
     field("code_challenge", &request.code_challenge);
     field("code_challenge_method", "S256");
     field("scope", &request.scope);
-    field("resource", &request.resource);
+    // None asked of a `serve --config` listener: none sent back (every endpoint).
+    if !request.resource.is_empty() {
+        field("resource", &request.resource);
+    }
     if let Some(state) = &request.state {
         field("state", state);
     }
@@ -149,7 +152,12 @@ pub fn page(
 <button type=\"submit\" name=\"decision\" value=\"approve\">Allow</button>\
 <button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button></form>",
         client_id = escape(&request.client_id),
-        resource = escape(&request.resource),
+        // An empty resource is every endpoint of a `serve --config` listener.
+        resource = if request.resource.is_empty() {
+            "every server of this gateway".to_owned()
+        } else {
+            escape(&request.resource)
+        },
         user = escape(user),
         back = escape(&back_to),
         action = escape(action),

@@ -56,6 +56,13 @@ impl Issuer {
         format!("{}{}", self.origin, self.resource_path)
     }
 
+    /// Another endpoint of the same listener as a resource: `path` under the issuer's
+    /// prefix (`serve --config`, where one authorization server issues tokens for every
+    /// server of the file).
+    pub fn resource_at(&self, path: &str) -> String {
+        format!("{}{}{}", self.origin, self.prefix, path)
+    }
+
     pub fn endpoint(&self, name: &str) -> String {
         format!("{}{}/{name}", self.origin, self.prefix)
     }
@@ -102,6 +109,10 @@ mod tests {
         assert_eq!(issuer.identifier(), "https://example.com/team");
         assert_eq!(issuer.endpoint("token"), "https://example.com/team/token");
         assert_eq!(issuer.resource(), "https://example.com/team/mcp");
+        assert_eq!(
+            issuer.resource_at("/notes/mcp"),
+            "https://example.com/team/notes/mcp"
+        );
         assert_eq!(issuer.local_endpoint("/team/token"), Some("token"));
         assert_eq!(issuer.local_endpoint("/token"), Some("token"));
         assert_eq!(issuer.local_endpoint("/a/token"), None);

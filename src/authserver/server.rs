@@ -67,6 +67,10 @@ pub struct AuthServer {
     accepted: Remembered<std::sync::Arc<Grant>>,
     pub(super) documents: cimd::Documents,
     pub(super) login: Option<login::OidcLogin>,
+    /// Under `serve --config`: the paths of the listener's endpoints this server issues
+    /// tokens for (every server of the file without an `auth` of its own, and the
+    /// aggregate endpoints); `None` for one served server.
+    listener_paths: std::sync::RwLock<Option<Vec<String>>>,
 }
 
 impl AuthServer {
@@ -103,7 +107,48 @@ impl AuthServer {
             config,
             store,
             csrf,
+            listener_paths: std::sync::RwLock::new(None),
         })
+    }
+
+    /// Makes this the authorization server of every endpoint at `paths` (`serve --config`:
+    /// called again when a reload adds or removes a server).
+    pub fn serve_paths(&self, paths: Vec<String>) {
+        *self.listener_paths.write().expect("paths lock") = Some(paths);
+    }
+
+    /// The resource (RFC 8707) an authorization request for `asked` is granted for:
+    /// one served server's own endpoint, or under `serve --config` any endpoint of the
+    /// listener (and, when the client names none, every one of them: an empty resource).
+    pub(super) fn resource_for(
+        &self,
+        asked: Option<&str>,
+        issuer: &issuer::Issuer,
+    ) -> Result<String, String> {
+        let ours = issuer.resource();
+        let listener = self.listener_paths.read().expect("paths lock");
+        let Some(paths) = listener.as_ref() else {
+            return match asked {
+                Some(asked) if !issuer::same_resource(asked, &ours) => Err(format!(
+                    "this server issues tokens only for {ours}, not {asked}"
+                )),
+                _ => Ok(ours),
+            };
+        };
+        let Some(asked) = asked else {
+            return Ok(String::new());
+        };
+        let resources: Vec<String> = paths.iter().map(|p| issuer.resource_at(p)).collect();
+        resources
+            .iter()
+            .find(|r| issuer::same_resource(asked, r))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "this server issues tokens only for {}, not {asked}",
+                    resources.join(", ")
+                )
+            })
     }
 
     /// The grant behind an MCP request's access token, if it is live and for `resource`.

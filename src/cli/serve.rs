@@ -259,22 +259,8 @@ fn config_file_rules(args: &ServeArgs, file: &std::path::Path) -> Result<(), Str
             file.display()
         ));
     }
-    let alone = [
-        (
-            args.path != "/mcp" && !args.aggregate.aggregate,
-            "--path (each server is at /NAME/mcp; --path is where --aggregate publishes them all)",
-        ),
-        (
-            args.embedded.enable_oauth,
-            "--enable-oauth (give each server `auth = { mode = \"oauth-issuer\", … }` instead)",
-        ),
-        (
-            args.cluster.cluster_key_file.is_some(),
-            "--cluster-key-file and --advertise-url",
-        ),
-    ];
-    if let Some((_, flag)) = alone.iter().find(|(on, _)| *on) {
-        return Err(format!("--config cannot be used with {flag}"));
+    if args.path != "/mcp" && !args.aggregate.aggregate {
+        return Err("--config cannot be used with --path (each server is at /NAME/mcp; --path is where --aggregate publishes them all)".into());
     }
     let loaded = crate::serve::config_file::load(file, &|name| std::env::var(name).ok())?;
     let flags = super::serve_aggregate::aggregate_flags(&args.aggregate, true)?;

@@ -25,6 +25,7 @@ pub async fn start(
     base: &ServeConfig,
     members: Arc<dyn Members>,
     origin: &str,
+    authorization_server: Option<Arc<crate::authserver::AuthServer>>,
 ) -> Result<Vec<Aggregated>, String> {
     let mut started = Vec::new();
     for spec in specs {
@@ -43,7 +44,9 @@ pub async fn start(
         if let Some(public) = &base.public_url {
             config.public_url = public.join(spec.path.trim_start_matches('/')).ok();
         }
-        let running = Running::start_aggregate(config, endpoint.clone()).await?;
+        let running =
+            Running::start_aggregate(config, endpoint.clone(), authorization_server.clone())
+                .await?;
         tracing::info!(
             "serving {} at {origin}{} (separator {:?}, fail {})",
             spec.servers.join(", "),

@@ -39,6 +39,11 @@ pub fn apply(entry: &Entry, base: &ServeConfig) -> ServeConfig {
         // The command line's --public-url names the listener; each server is under it.
         config.public_url = public.join(&format!("{}/mcp", entry.name)).ok();
     }
+    // A server that checks its callers its own way does not use the listener's
+    // authorization server (`--enable-oauth`).
+    if entry.auth.is_some() {
+        config.auth_server = None;
+    }
     match &entry.auth {
         None => {}
         Some(EntryAuth::Open) => {

@@ -17,6 +17,7 @@ use super::metrics;
 use super::pool;
 use super::sessions::{self, Sessions};
 use super::spares;
+use crate::authserver::AuthServer;
 
 /// A gateway that is serving, with the tasks that keep it (idle reaping, spares, the
 /// embedded authorization server's housekeeping); `stop` ends it all.
@@ -30,20 +31,31 @@ pub struct Running {
 impl Running {
     /// Builds the gateway for `config` (its port already known) and starts its tasks.
     pub async fn start(config: ServeConfig) -> Result<Running, String> {
-        Self::start_with(config, None).await
+        Self::start_with(config, None, None).await
+    }
+
+    /// Builds a config file's server, whose authorization server (when `config` has one)
+    /// is the listener's `shared` one.
+    pub async fn start_sharing(
+        config: ServeConfig,
+        shared: Option<Arc<AuthServer>>,
+    ) -> Result<Running, String> {
+        Self::start_with(config, None, shared).await
     }
 
     /// Builds an aggregate endpoint's gateway (its sessions go to `endpoint`'s servers).
     pub async fn start_aggregate(
         config: ServeConfig,
         endpoint: Arc<aggregator::Endpoint>,
+        shared: Option<Arc<AuthServer>>,
     ) -> Result<Running, String> {
-        Self::start_with(config, Some(endpoint)).await
+        Self::start_with(config, Some(endpoint), shared).await
     }
 
     async fn start_with(
         config: ServeConfig,
         aggregate: Option<Arc<aggregator::Endpoint>>,
+        shared: Option<Arc<AuthServer>>,
     ) -> Result<Running, String> {
         let cluster = config.cluster.as_ref().map(|settings| {
             cluster::Cluster::new(settings, config.response_timeout, config.session_max_age)
@@ -61,24 +73,15 @@ impl Running {
             }
             None => crate::parking::Rounds::new(config.input_timeout),
         };
-        let embedded = match config.auth_server.clone() {
-            Some(settings) => {
-                tracing::info!(
-                    store = %settings.store.describe(),
-                    "the embedded OAuth authorization server is on"
-                );
-                Some(Arc::new(
-                    crate::authserver::AuthServer::open(settings).await?,
-                ))
+        let (embedded, housekeeping) = match (config.auth_server.clone(), shared) {
+            // The listener's own, kept by whoever opened it.
+            (Some(_), Some(shared)) => (Some(shared), None),
+            (Some(settings), None) => {
+                let server = open_authorization_server(settings).await?;
+                (Some(server.clone()), Some(keep_house(server)))
             }
-            None => None,
+            (None, _) => (None, None),
         };
-        let housekeeping = embedded.clone().map(|server| {
-            let closing = CancellationToken::new();
-            let stop = closing.clone();
-            tokio::spawn(async move { server.keep_house(closing).await });
-            stop
-        });
         let auth = auth::Auth::new(
             config.auth_token.clone(),
             config.resource_server.clone(),
@@ -157,4 +160,23 @@ impl Running {
         let bound = self.gateway.config.child_grace * 2 + Duration::from_secs(1);
         let _ = tokio::time::timeout(bound, self.keeper).await;
     }
+}
+
+/// Opens the embedded authorization server (`--enable-oauth`) on its store.
+pub async fn open_authorization_server(
+    settings: crate::authserver::AuthServerConfig,
+) -> Result<Arc<AuthServer>, String> {
+    tracing::info!(
+        store = %settings.store.describe(),
+        "the embedded OAuth authorization server is on"
+    );
+    Ok(Arc::new(AuthServer::open(settings).await?))
+}
+
+/// Starts the authorization server's housekeeping; cancelling the token ends it.
+pub fn keep_house(server: Arc<AuthServer>) -> CancellationToken {
+    let closing = CancellationToken::new();
+    let stop = closing.clone();
+    tokio::spawn(async move { server.keep_house(closing).await });
+    stop
 }

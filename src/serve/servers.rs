@@ -33,6 +33,7 @@ use super::responses::{Readiness, readyz, text};
 use super::running::Running;
 use super::session::Session;
 use super::sessions::Refused;
+use crate::authserver::AuthServer;
 
 const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
@@ -63,6 +64,9 @@ pub struct Servers {
     reload_grace: Duration,
     /// The aggregate endpoints (`--aggregate`, `[aggregates.NAME]`), fixed at start.
     aggregates: Vec<aggregates::Aggregated>,
+    /// `--enable-oauth`: one authorization server for every endpoint of the listener
+    /// (servers with an `auth` of their own excepted), and its housekeeping.
+    authorization: Option<(Arc<AuthServer>, CancellationToken)>,
 }
 
 /// How an aggregate endpoint reaches the file's servers: through each one's current
@@ -110,7 +114,15 @@ impl Servers {
         let specs =
             config_aggregates::specs(&loaded.aggregates, &named, &base.aggregate, &base.path)
                 .map_err(|e| format!("--config {}: {e}", file.display()))?;
+        let authorization = match base.auth_server.clone() {
+            Some(settings) => {
+                let server = super::running::open_authorization_server(settings).await?;
+                Some((server.clone(), super::running::keep_house(server)))
+            }
+            None => None,
+        };
         let mut servers = Servers {
+            authorization,
             reload_grace: base.reload_grace,
             base,
             file,
@@ -127,8 +139,10 @@ impl Servers {
             servers.add(entry).await?;
         }
         let members = Arc::new(TableMembers(servers.table.clone()));
+        let shared = servers.authorization.as_ref().map(|(s, _)| s.clone());
         servers.aggregates =
-            aggregates::start(specs, &servers.base, members, &servers.origin).await?;
+            aggregates::start(specs, &servers.base, members, &servers.origin, shared).await?;
+        servers.authorization_covers_the_file();
         Ok(servers)
     }
 
@@ -150,7 +164,8 @@ impl Servers {
             self.origin,
             config.path
         );
-        let running = Running::start(config).await?;
+        let shared = self.authorization.as_ref().map(|(s, _)| s.clone());
+        let running = Running::start_sharing(config, shared).await?;
         let gateway = running.gateway.clone();
         let retired = self
             .running
@@ -171,7 +186,42 @@ impl Servers {
         if let Some(old) = retired {
             self.retire(name, old);
         }
+        self.authorization_covers_the_file();
         Ok(())
+    }
+
+    /// Tells the listener's authorization server which endpoints it issues tokens for:
+    /// every current server without an `auth` of its own, and every aggregate endpoint.
+    fn authorization_covers_the_file(&self) {
+        let Some((server, _)) = &self.authorization else {
+            return;
+        };
+        let mut paths: Vec<String> = self
+            .table
+            .read()
+            .expect("table lock")
+            .iter()
+            .filter(|(_, named)| named.entry.as_ref().is_some_and(|e| e.auth.is_none()))
+            .map(|(name, _)| format!("/{name}/mcp"))
+            .collect();
+        paths.extend(self.aggregates.iter().map(|a| a.spec.path.clone()));
+        server.serve_paths(paths);
+    }
+
+    /// A gateway that answers for the listener's authorization server (its endpoints are
+    /// the same at every gateway that uses it): the first aggregate, or else the first
+    /// server that uses it.
+    fn authorization_home(&self) -> Option<Arc<Gateway>> {
+        self.authorization.as_ref()?;
+        if let Some(aggregate) = self.aggregates.first() {
+            return Some(aggregate.gateway.clone());
+        }
+        self.table
+            .read()
+            .expect("table lock")
+            .values()
+            .filter_map(|named| named.current.clone())
+            .find(|gateway| gateway.auth.embedded().is_some())
     }
 
     fn remove(&self, name: &str) {
@@ -186,6 +236,7 @@ impl Servers {
         if let Some(old) = self.running.lock().expect("running lock").remove(name) {
             self.retire(name.to_owned(), old);
         }
+        self.authorization_covers_the_file();
     }
 
     /// Lets an old gateway finish: no new sessions, its open ones go on until they end or
@@ -307,6 +358,9 @@ impl Servers {
             aggregate.gateway.closing.cancel();
         }
         aggregates::stop_all(&self.aggregates).await;
+        if let Some((_, housekeeping)) = &self.authorization {
+            housekeeping.cancel();
+        }
         let running: Vec<Running> =
             std::mem::take(&mut *self.running.lock().expect("running lock"))
                 .into_values()
@@ -371,40 +425,61 @@ impl Servers {
             .headers()
             .get(SESSION_ID)
             .and_then(|v| v.to_str().ok());
-        let gateway = {
+        let found = {
             let table = self.table.read().expect("table lock");
-            let Some(named) = table.get(name) else {
-                let names: Vec<String> = table
-                    .iter()
-                    .filter(|(_, n)| n.entry.is_some())
-                    .map(|(name, _)| format!("/{name}/mcp"))
-                    .collect();
-                drop(table);
+            table.get(name).map(|named| {
+                // A session's requests go to the generation that holds it.
+                let holder = session.and_then(|id| {
+                    named
+                        .retiring
+                        .iter()
+                        .find(|g| g.sessions.holds(id))
+                        .cloned()
+                });
+                holder.or_else(|| named.current.clone())
+            })
+        };
+        let gateway = match found {
+            None => return self.not_a_server(name, peer, request).await,
+            Some(None) => {
                 return not_found(&format!(
-                    "not found: no server here is named {name:?}; the endpoints are {}\n",
-                    names.join(", ")
+                    "not found: the server {name:?} was removed from the config file\n"
                 ));
-            };
-            // A session's requests go to the generation that holds it.
-            let holder = session.and_then(|id| {
-                named
-                    .retiring
-                    .iter()
-                    .find(|g| g.sessions.holds(id))
-                    .cloned()
-            });
-            match holder.or_else(|| named.current.clone()) {
-                Some(gateway) => gateway,
-                None => {
-                    drop(table);
-                    return not_found(&format!(
-                        "not found: the server {name:?} was removed from the config file\n"
-                    ));
-                }
             }
+            Some(Some(gateway)) => gateway,
         };
         let span = gateway.config.span();
         front::handle(gateway, peer, request).instrument(span).await
+    }
+
+    /// A request for no server of the file: the authorization server's (`--enable-oauth`),
+    /// or a 404 that lists the endpoints.
+    async fn not_a_server(
+        &self,
+        name: &str,
+        peer: SocketAddr,
+        request: Request<Inbound>,
+    ) -> Response<Body> {
+        if let Some(home) = self.authorization_home() {
+            let span = home.config.span();
+            let answer = front::handle(home, peer, request).instrument(span).await;
+            if answer.status() != StatusCode::NOT_FOUND {
+                return answer;
+            }
+        }
+        let names: Vec<String> = self
+            .table
+            .read()
+            .expect("table lock")
+            .iter()
+            .filter(|(_, n)| n.entry.is_some())
+            .map(|(name, _)| format!("/{name}/mcp"))
+            .chain(self.aggregates.iter().map(|a| a.spec.path.clone()))
+            .collect();
+        not_found(&format!(
+            "not found: no server here is named {name:?}; the endpoints are {}\n",
+            names.join(", ")
+        ))
     }
 
     /// Every server's metrics, each sample labelled `server="NAME"`, and the reloads.

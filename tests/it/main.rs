@@ -30,6 +30,7 @@ mod serve_aggregate;
 mod serve_auth;
 mod serve_cluster;
 mod serve_config;
+mod serve_config_identity;
 mod serve_connections;
 mod serve_modern;
 mod serve_oauth;

@@ -1,0 +1,205 @@
+//! `serve --config` with the listener's identity and replicas: `--enable-oauth` is one
+//! authorization server for every server of the file and the aggregate endpoint (a token
+//! is for the endpoint it names, or for all of them when it names none; a server with an
+//! `auth` of its own keeps it), and `--cluster-key-file` sends an aggregate session's
+//! requests to the replica that owns it.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::common::serve::*;
+use crate::common::signin::*;
+
+fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+    let file = dir.join("serve.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn entry(name: &str, extra: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nenv = {{ FIXTURE_CATALOG = \"full\" }}\n{extra}\n",
+        fixture()
+    )
+}
+
+async fn start(file: &Path, flags: &[&str], env: &[(&str, &str)]) -> Serve {
+    let mut command = tokio::process::Command::new(crate::common::binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(file)
+        .args(flags)
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    Serve::spawn(command).await
+}
+
+/// `initialize` at `path` with `token`.
+async fn initialize_at(serve: &Serve, path: &str, token: &str) -> Answer {
+    let auth = format!("Bearer {token}");
+    serve
+        .send(
+            "POST",
+            path,
+            &[("authorization", &auth)],
+            &initialize_body(),
+        )
+        .await
+}
+
+/// Signs `alice` in for `resource` (none: the client names no resource); the access token.
+async fn token_for(serve: &Serve, client_id: &str, resource: Option<&str>) -> String {
+    let pkce = Pkce::new();
+    let extra: Vec<(&str, &str)> = resource.map(|r| ("resource", r)).into_iter().collect();
+    let code = code_for(serve, client_id, &pkce, &extra).await;
+    let answer = redeem(serve, client_id, &code, &pkce.verifier).await;
+    tokens(&answer).access
+}
+
+#[tokio::test]
+async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let own_token = "gamma-own-token-0123456789";
+    let text = format!(
+        "{}{}{}[aggregates.team]\npath = \"/mcp\"\nservers = [\"alpha\", \"beta\"]\n",
+        entry("alpha", ""),
+        entry("beta", ""),
+        entry(
+            "gamma",
+            "auth = { mode = \"token\", token_env = \"GAMMA_TOKEN\" }"
+        )
+    );
+    let file = write(dir.path(), &text);
+    let store = format!("sqlite:{}", dir.path().join("oauth.db").display());
+    let serve = start(
+        &file,
+        &[
+            "--enable-oauth",
+            "--oauth-store",
+            &store,
+            "--dev-user",
+            "alice",
+        ],
+        &[("GAMMA_TOKEN", own_token)],
+    )
+    .await;
+    let origin = format!("http://127.0.0.1:{}", serve.port);
+
+    // Every endpoint that uses it points at the one issuer; the anonymous 401 leads there.
+    let anonymous = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let challenge = anonymous.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(&format!(
+            "{origin}/.well-known/oauth-protected-resource/mcp"
+        )),
+        "{challenge}"
+    );
+    for path in ["/mcp", "/alpha/mcp", "/beta/mcp"] {
+        let prm = serve
+            .send(
+                "GET",
+                &format!("/.well-known/oauth-protected-resource{path}"),
+                &[],
+                "",
+            )
+            .await;
+        assert_eq!(prm.status, 200, "{path}: {}", prm.body);
+        assert_eq!(prm.json()["authorization_servers"], json!([origin]));
+        assert_eq!(prm.json()["resource"], json!(format!("{origin}{path}")));
+    }
+    let metadata = serve
+        .send("GET", "/.well-known/oauth-authorization-server", &[], "")
+        .await;
+    assert_eq!(metadata.status, 200, "{}", metadata.body);
+    assert_eq!(metadata.json()["issuer"], json!(origin));
+
+    // A token names one endpoint and is refused at the others.
+    let client_id = register(&serve).await;
+    let aggregate = token_for(&serve, &client_id, Some(&format!("{origin}/mcp"))).await;
+    let init = initialize_at(&serve, "/mcp", &aggregate).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    serve.wait_stderr("principal=alice").await;
+    let session = init.session();
+    let auth = format!("Bearer {aggregate}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "beta__echo", "arguments": {"text": "through the aggregate"}}});
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth), ("mcp-session-id", &session)],
+            &call.to_string(),
+        )
+        .await;
+    assert!(
+        answer.body.contains("through the aggregate"),
+        "{}",
+        answer.body
+    );
+    let elsewhere = initialize_at(&serve, "/alpha/mcp", &aggregate).await;
+    assert_eq!(elsewhere.status, 401, "{}", elsewhere.body);
+
+    let alpha = token_for(&serve, &client_id, Some(&format!("{origin}/alpha/mcp"))).await;
+    assert_eq!(
+        initialize_at(&serve, "/alpha/mcp", &alpha).await.status,
+        200
+    );
+    assert_eq!(initialize_at(&serve, "/mcp", &alpha).await.status, 401);
+
+    // Naming none: every endpoint that uses this server.
+    let every = token_for(&serve, &client_id, None).await;
+    for path in ["/mcp", "/alpha/mcp", "/beta/mcp"] {
+        let init = initialize_at(&serve, path, &every).await;
+        assert_eq!(init.status, 200, "{path}: {}", init.body);
+    }
+
+    // gamma checks its own token: not an endpoint of the authorization server.
+    let pkce = Pkce::new();
+    let gamma_resource = format!("{origin}/gamma/mcp");
+    let refused = serve
+        .send(
+            "GET",
+            &authorize_path(&client_id, &pkce, &[("resource", &gamma_resource)]),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(
+        location_param(&refused, "error").as_deref(),
+        Some("invalid_target"),
+        "{:?} {}",
+        refused.headers,
+        refused.body
+    );
+    let described = location_param(&refused, "error_description").unwrap();
+    assert!(
+        described.contains(&format!("{origin}/alpha/mcp")) && !described.contains("gamma/mcp,"),
+        "{described}"
+    );
+    assert_eq!(
+        initialize_at(&serve, "/gamma/mcp", &every).await.status,
+        401
+    );
+    assert_eq!(
+        initialize_at(&serve, "/gamma/mcp", own_token).await.status,
+        200
+    );
+    let log = serve.stderr();
+    for secret in [
+        aggregate.as_str(),
+        alpha.as_str(),
+        every.as_str(),
+        own_token,
+    ] {
+        assert!(!log.contains(secret), "a token reached the log");
+    }
+    // Not a server and not the authorization server's: the 404 lists the endpoints.
+    let unknown = serve.send("GET", "/nothing", &[], "").await;
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.body.contains("/alpha/mcp"), "{}", unknown.body);
+    assert!(unknown.body.contains("/mcp"), "{}", unknown.body);
+}
