@@ -203,3 +203,80 @@ async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() 
     assert!(unknown.body.contains("/alpha/mcp"), "{}", unknown.body);
     assert!(unknown.body.contains("/mcp"), "{}", unknown.body);
 }
+
+const CLUSTER_KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-for-tests";
+
+/// One replica of `file` on a port of its own, advertising itself at that port.
+async fn replica(file: &Path, key_path: &str) -> Serve {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let advertise = format!("http://127.0.0.1:{port}");
+    let mut command = tokio::process::Command::new(crate::common::binary());
+    command
+        .args(["serve", "--port", &port, "--log-level", "debug", "--config"])
+        .arg(file)
+        .args([
+            "--aggregate",
+            "--cluster-key-file",
+            key_path,
+            "--advertise-url",
+            &advertise,
+        ])
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    Serve::spawn(command).await
+}
+
+async fn echo_at(serve: &Serve, path: &str, session: &str, tool: &str, text: &str) -> Answer {
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"text": text}}});
+    serve
+        .send(
+            "POST",
+            path,
+            &[("mcp-session-id", session)],
+            &call.to_string(),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn replicas_of_a_config_file_send_each_session_to_its_owner_aggregate_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_path = dir.path().join("cluster.key");
+    std::fs::write(&key_path, format!("{CLUSTER_KEY}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key_path = key_path.to_string_lossy().into_owned();
+    let file = write(
+        dir.path(),
+        &format!("{}{}", entry("alpha", ""), entry("beta", "")),
+    );
+    let a = replica(&file, &key_path).await;
+    let b = replica(&file, &key_path).await;
+
+    for (path, tool) in [("/mcp", "beta__echo"), ("/alpha/mcp", "echo")] {
+        let init = a.send("POST", path, &[], &initialize_body()).await;
+        assert_eq!(init.status, 200, "{path}: {}", init.body);
+        let session = init.session();
+        assert!(
+            !session.contains("127.0.0.1"),
+            "the owner's address is sealed"
+        );
+        // B holds no such session: only forwarding to A answers it.
+        let answer = echo_at(&b, path, &session, tool, "via the other replica").await;
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        assert!(
+            answer.body.contains("via the other replica"),
+            "{path}: {}",
+            answer.body
+        );
+        // A session of one endpoint names nothing at another.
+        let other = if path == "/mcp" { "/alpha/mcp" } else { "/mcp" };
+        let elsewhere = echo_at(&b, other, &session, tool, "x").await;
+        assert_eq!(elsewhere.status, 404, "{other}: {}", elsewhere.body);
+    }
+}
