@@ -85,10 +85,9 @@ struct Raw {
     auth: Option<RawAuth>,
     #[serde(default)]
     aliases: BTreeMap<String, String>,
-    /// A remote server's (`type` `http` or `sse`).
-    url: Option<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
+    /// A remote server's (`type` `http` or `sse`): `url`, `headers`, `oauth`, `ca_cert`.
+    #[serde(flatten)]
+    remote: super::config_remote::RemoteKeys,
     /// Whatever else a host wrote (`disabled`, `alwaysAllow`, …).
     #[serde(flatten)]
     other: BTreeMap<String, serde_json::Value>,
@@ -106,7 +105,7 @@ struct RawAuth {
     scopes: Vec<String>,
 }
 
-const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth, aliases, url, headers";
+const KNOWN: &str = "type, command, args, env, cwd, child_era, max_sessions, max_sessions_per_principal, spare_children, spare_idle_ttl, session_idle_ttl, max_requests_per_session, auth, aliases, url, headers, oauth, ca_cert";
 
 /// Reads and checks the file; `env` reads the environment (for `${VAR}` and token
 /// variables). The error names the file and says what would work.
@@ -212,7 +211,7 @@ fn entry(
 ) -> Result<Entry, String> {
     let remote = raw.kind.as_deref().filter(|kind| *kind != "stdio");
     let command = match remote {
-        Some(kind) => remote_command(name, kind, &raw, env)?,
+        Some(kind) => remote_command(name, kind, &raw, base, env)?,
         None => stdio_command(name, &raw, base, env)?,
     };
     let child_era = match raw.child_era.as_deref() {
@@ -273,6 +272,7 @@ fn remote_command(
     name: &str,
     kind: &str,
     raw: &Raw,
+    base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ChildCommand, String> {
     if raw.command.is_some() || !raw.args.is_empty() || raw.cwd.is_some() {
@@ -284,7 +284,7 @@ fn remote_command(
     for (key, value) in &raw.env {
         relay_env.push((key.clone(), expand(value, env)?));
     }
-    super::config_remote::command(name, kind, raw.url.as_deref(), &raw.headers, relay_env, env)
+    super::config_remote::command(name, kind, &raw.remote, relay_env, base, env)
 }
 
 /// A stdio server's command: `command`, `args`, `env` and `cwd`, expanded and checked.
@@ -294,8 +294,8 @@ fn stdio_command(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ChildCommand, String> {
-    if raw.url.is_some() || !raw.headers.is_empty() {
-        return Err("`url` and `headers` are a remote server's: give it \"type\": \"http\" (or \"sse\"), or leave them out of a stdio server".into());
+    if raw.remote.is_given() {
+        return Err("`url`, `headers`, `oauth` and `ca_cert` are a remote server's: give it \"type\": \"http\" (or \"sse\"), or leave them out of a stdio server".into());
     }
     let program = raw
         .command

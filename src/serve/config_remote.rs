@@ -8,9 +8,131 @@
 //! relay's `-H` names the variable.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
 
 use super::child::ChildCommand;
 use crate::env_expand::expand;
+
+/// A remote server entry's own keys.
+#[derive(Debug, Default, Deserialize)]
+pub struct RemoteKeys {
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// How the relay logs in where the server asks for OAuth.
+    oauth: Option<RemoteOAuth>,
+    /// Extra trusted root certificates (PEM) for the server and its authorization server.
+    ca_cert: Option<String>,
+}
+
+impl RemoteKeys {
+    /// Whether any of them is written (a stdio server may have none).
+    pub fn is_given(&self) -> bool {
+        self.url.is_some()
+            || !self.headers.is_empty()
+            || self.oauth.is_some()
+            || self.ca_cert.is_some()
+    }
+}
+
+/// `oauth = { … }`: the relay's OAuth client settings for this server. Without it a login
+/// stored by `mcp-stdio login URL` is used (and refreshed); a browser login never starts
+/// under serve. Claude Code's `clientId` and `callbackPort` spellings are accepted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoteOAuth {
+    #[serde(alias = "clientId")]
+    client_id: Option<String>,
+    /// `${VAR}` expanded; reaches the relay in its environment, never its command line.
+    #[serde(alias = "clientSecret")]
+    client_secret: Option<String>,
+    /// A P-256 key (PKCS#8 PEM) for `private_key_jwt`; relative to the file's folder.
+    #[serde(alias = "clientKey")]
+    client_key: Option<String>,
+    /// Log in as the client itself (no user): the client credentials grant.
+    #[serde(alias = "clientCredentials", default)]
+    client_credentials: bool,
+    scope: Option<String>,
+    resource: Option<String>,
+    /// `auto`, `keyring` or `file`: where the stored login is looked for.
+    #[serde(alias = "tokenStore")]
+    token_store: Option<String>,
+    /// Claude Code's browser-login port: no browser login happens under serve.
+    #[serde(alias = "callbackPort")]
+    #[allow(dead_code)]
+    callback_port: Option<u16>,
+}
+
+/// The relay's flags (and environment) for `oauth` and `ca_cert`.
+fn login_flags(
+    keys: &RemoteKeys,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    argv: &mut Vec<String>,
+    child_env: &mut Vec<(String, String)>,
+) -> Result<(), String> {
+    let file = |raw: &str, key: &str| -> Result<String, String> {
+        let path = base.join(expand(raw, env).map_err(|e| format!("{key}: {e}"))?);
+        if !path.is_file() {
+            return Err(format!(
+                "{key}: {} is not a file (a relative path is from the config file's folder)",
+                path.display()
+            ));
+        }
+        Ok(path.to_string_lossy().into_owned())
+    };
+    if let Some(ca) = &keys.ca_cert {
+        argv.extend(["--ca-cert".into(), file(ca, "ca_cert")?]);
+    }
+    let Some(oauth) = &keys.oauth else {
+        return Ok(());
+    };
+    let needs_client =
+        oauth.client_secret.is_some() || oauth.client_key.is_some() || oauth.client_credentials;
+    let Some(client_id) = &oauth.client_id else {
+        if needs_client {
+            return Err("oauth: client_secret, client_key and client_credentials belong to a client: add client_id".into());
+        }
+        return Ok(());
+    };
+    let client_id = expand(client_id, env).map_err(|e| format!("oauth.client_id: {e}"))?;
+    argv.extend(["--client-id".into(), client_id]);
+    if oauth.client_credentials {
+        if oauth.client_secret.is_none() && oauth.client_key.is_none() {
+            return Err("oauth.client_credentials needs client_secret (e.g. \"${SAAS_CLIENT_SECRET}\") or client_key (a PEM file)".into());
+        }
+        argv.push("--client-credentials".into());
+    }
+    if let Some(secret) = &oauth.client_secret {
+        let secret = expand(secret, env).map_err(|e| format!("oauth.client_secret: {e}"))?;
+        child_env.push(("MCP_OAUTH_CLIENT_SECRET".into(), secret));
+    }
+    if let Some(key) = &oauth.client_key {
+        argv.extend(["--client-key".into(), file(key, "oauth.client_key")?]);
+    }
+    for (flag, value) in [
+        ("--oauth-scope", &oauth.scope),
+        ("--oauth-resource", &oauth.resource),
+    ] {
+        if let Some(value) = value {
+            argv.extend([flag.into(), expand(value, env)?]);
+        }
+    }
+    match oauth.token_store.as_deref() {
+        None => {}
+        Some(store @ ("auto" | "keyring" | "file")) => {
+            argv.extend(["--token-store".into(), store.into()]);
+        }
+        Some(other) => {
+            return Err(format!(
+                "oauth.token_store {other:?}: use auto, keyring or file"
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The environment variable that carries the `n`th header's value to the relay.
 fn header_variable(n: usize) -> String {
@@ -21,11 +143,12 @@ fn header_variable(n: usize) -> String {
 pub fn command(
     name: &str,
     kind: &str,
-    url: Option<&str>,
-    headers: &BTreeMap<String, String>,
+    keys: &RemoteKeys,
     extra_env: Vec<(String, String)>,
+    base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ChildCommand, String> {
+    let (url, headers) = (keys.url.as_deref(), &keys.headers);
     let transport = match kind {
         "http" | "streamable-http" | "streamableHttp" => "streamable-http",
         "sse" => "sse",
@@ -71,15 +194,26 @@ pub fn command(
         argv.push(format!("{header}: ${{{variable}}}"));
         child_env.push((variable, value));
     }
+    login_flags(keys, base, env, &mut argv, &mut child_env)?;
     tracing::debug!(server = %name, transport, "a remote server, served through the relay");
     child_env.extend(extra_env);
+    // serve's own bearer and OAuth client are not the remote server's (removal comes
+    // after the entry's environment, so what the entry sets stays).
+    let env_remove = [
+        "MCP_BEARER_TOKEN",
+        "MCP_OAUTH_CLIENT_ID",
+        "MCP_OAUTH_CLIENT_SECRET",
+    ]
+    .into_iter()
+    .filter(|name| !child_env.iter().any(|(k, _)| k == name))
+    .map(str::to_owned)
+    .collect();
     Ok(ChildCommand {
         argv,
         env: child_env,
         cwd: None,
         server: Some(name.to_owned()),
-        // serve's own bearer is not the remote server's.
-        env_remove: vec!["MCP_BEARER_TOKEN".into()],
+        env_remove,
     })
 }
 
@@ -101,6 +235,14 @@ pub const TYPES: [&str; 5] = ["stdio", "http", "sse", "streamable-http", "stream
 mod tests {
     use super::*;
 
+    fn keys(url: Option<&str>, headers: &BTreeMap<String, String>) -> RemoteKeys {
+        RemoteKeys {
+            url: url.map(str::to_owned),
+            headers: headers.clone(),
+            ..RemoteKeys::default()
+        }
+    }
+
     fn env(name: &str) -> Option<String> {
         (name == "API_TOKEN").then(|| "s3cret-token".to_owned())
     }
@@ -112,9 +254,9 @@ mod tests {
         let command = command(
             "saas",
             "http",
-            Some("https://mcp.example.com/mcp"),
-            &headers,
+            &keys(Some("https://mcp.example.com/mcp"), &headers),
             Vec::new(),
+            Path::new("."),
             &env,
         )
         .unwrap();
@@ -145,13 +287,77 @@ mod tests {
         let sse = super::command(
             "old",
             "sse",
-            Some("http://127.0.0.1:9/sse"),
-            &BTreeMap::new(),
+            &keys(Some("http://127.0.0.1:9/sse"), &BTreeMap::new()),
             Vec::new(),
+            Path::new("."),
             &env,
         )
         .unwrap();
         assert_eq!(sse.argv[3], "sse");
+    }
+
+    fn with_oauth(oauth: serde_json::Value) -> Result<ChildCommand, String> {
+        let raw = serde_json::json!({"url": "https://mcp.example.com/mcp", "oauth": oauth});
+        let keys: RemoteKeys = serde_json::from_value(raw).map_err(|e| e.to_string())?;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        command("saas", "http", &keys, Vec::new(), dir, &env)
+    }
+
+    #[test]
+    fn an_oauth_client_reaches_the_relay_as_flags_with_its_secret_in_the_environment() {
+        let command = with_oauth(serde_json::json!({
+            "clientId": "gateway", "client_secret": "${API_TOKEN}", "client_credentials": true,
+            "scope": "read write", "token_store": "file", "callbackPort": 8080,
+        }))
+        .unwrap();
+        let flags = command.argv[4..].join(" ");
+        assert_eq!(
+            flags,
+            "--client-id gateway --client-credentials --oauth-scope read write --token-store file"
+        );
+        assert!(!command.argv.iter().any(|a| a.contains("s3cret")));
+        assert!(command.env.contains(&(
+            "MCP_OAUTH_CLIENT_SECRET".to_owned(),
+            "s3cret-token".to_owned()
+        )));
+        assert_eq!(
+            command.env_remove,
+            ["MCP_BEARER_TOKEN", "MCP_OAUTH_CLIENT_ID"]
+        );
+        // A key file is found from the config file's folder.
+        let keyed =
+            with_oauth(serde_json::json!({"client_id": "g", "client_key": "Cargo.toml"})).unwrap();
+        assert!(keyed.argv.iter().any(|a| a.ends_with("/Cargo.toml")));
+        // No oauth: serve's own client settings never reach the relay.
+        let plain = with_oauth(serde_json::json!({})).unwrap();
+        assert!(
+            plain
+                .env_remove
+                .contains(&"MCP_OAUTH_CLIENT_SECRET".to_owned())
+        );
+        let cases = [
+            (serde_json::json!({"client_secret": "x"}), "add client_id"),
+            (
+                serde_json::json!({"client_id": "g", "client_credentials": true}),
+                "needs client_secret",
+            ),
+            (
+                serde_json::json!({"client_id": "g", "client_key": "nope.pem"}),
+                "is not a file",
+            ),
+            (
+                serde_json::json!({"client_id": "g", "token_store": "cloud"}),
+                "auto, keyring or file",
+            ),
+            (
+                serde_json::json!({"client_id": "g", "password": "x"}),
+                "unknown field",
+            ),
+        ];
+        for (oauth, needle) in cases {
+            let error = with_oauth(oauth.clone()).unwrap_err();
+            assert!(error.contains(needle), "{oauth}: {error}");
+        }
     }
 
     #[test]
@@ -164,22 +370,37 @@ mod tests {
             ("http", Some("${NOPE}/mcp"), "NOPE"),
         ];
         for (kind, url, needle) in cases {
-            let error = command("r", kind, url, &none, Vec::new(), &env).unwrap_err();
+            let error = command(
+                "r",
+                kind,
+                &keys(url, &none),
+                Vec::new(),
+                Path::new("."),
+                &env,
+            )
+            .unwrap_err();
             assert!(error.contains(needle), "{kind} {url:?}: {error}");
         }
         let bad = BTreeMap::from([("Bad Header".to_owned(), "x".to_owned())]);
         assert!(
-            command("r", "http", Some("https://x/mcp"), &bad, Vec::new(), &env)
-                .unwrap_err()
-                .contains("not a header name")
+            command(
+                "r",
+                "http",
+                &keys(Some("https://x/mcp"), &bad),
+                Vec::new(),
+                Path::new("."),
+                &env
+            )
+            .unwrap_err()
+            .contains("not a header name")
         );
         let broken = BTreeMap::from([("X-Key".to_owned(), "a\nb".to_owned())]);
         let error = command(
             "r",
             "http",
-            Some("https://x/mcp"),
-            &broken,
+            &keys(Some("https://x/mcp"), &broken),
             Vec::new(),
+            Path::new("."),
             &env,
         )
         .unwrap_err();
@@ -190,9 +411,9 @@ mod tests {
         let secret_url = command(
             "r",
             "http",
-            Some("https://me:pw@x/mcp"),
-            &none,
+            &keys(Some("https://me:pw@x/mcp"), &none),
             Vec::new(),
+            Path::new("."),
             &env,
         )
         .unwrap_err();

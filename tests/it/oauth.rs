@@ -18,7 +18,7 @@ struct Issued {
 }
 
 #[derive(Default)]
-struct World {
+pub struct World {
     base: OnceLock<String>,
     codes: Mutex<HashMap<String, Issued>>,
     access: Mutex<HashSet<String>>,
@@ -27,7 +27,7 @@ struct World {
     scope_of: Mutex<HashMap<String, String>>,
     issued: Mutex<u32>,
     registrations: Mutex<Vec<Value>>,
-    token_forms: Mutex<Vec<HashMap<String, String>>>,
+    pub token_forms: Mutex<Vec<HashMap<String, String>>>,
     authorize_queries: Mutex<Vec<HashMap<String, String>>>,
     /// Access tokens live this long (seconds).
     expires_in: Mutex<u64>,
@@ -36,8 +36,8 @@ struct World {
     device_poll_times: Mutex<Vec<std::time::Instant>>,
     device_requests: Mutex<Vec<HashMap<String, String>>>,
     /// The authorization server lists only the client credentials grant.
-    machines_only: std::sync::atomic::AtomicBool,
-    token_headers: Mutex<Vec<Option<String>>>,
+    pub machines_only: std::sync::atomic::AtomicBool,
+    pub token_headers: Mutex<Vec<Option<String>>>,
     revocations: Mutex<Vec<HashMap<String, String>>>,
     /// The authorization server the protected resource metadata names: "" or "/as2".
     current_as: Mutex<String>,
@@ -268,13 +268,25 @@ fn handle(world: &World, seen: &Seen) -> Reply {
                     )],
                 };
             }
-            basic(seen)
+            let request = seen.json();
+            match request["method"].as_str() {
+                Some("tools/list") => json_reply(result_for(
+                    &request,
+                    json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+                )),
+                Some("tools/call") => json_reply(result_for(
+                    &request,
+                    json!({"content": [{"type": "text", "text": "signed in"}]}),
+                )),
+                _ => basic(seen),
+            }
         }
         _ => Reply::Status(404),
     }
 }
 
-async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
+/// The protected MCP server and its authorization server; tokens live `expires_in` s.
+pub async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
     let world = Arc::new(World::default());
     *world.expires_in.lock().unwrap() = expires_in;
     let w = world.clone();

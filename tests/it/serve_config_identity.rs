@@ -280,3 +280,76 @@ async fn replicas_of_a_config_file_send_each_session_to_its_owner_aggregate_incl
         assert_eq!(elsewhere.status, 404, "{other}: {}", elsewhere.body);
     }
 }
+
+#[tokio::test]
+async fn a_remote_server_of_the_file_logs_in_with_its_client_credentials_through_the_aggregate() {
+    let (upstream, world) = crate::oauth::world(3600).await;
+    world
+        .machines_only
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "saas-machine-secret-77";
+    let text = format!(
+        "{}[servers.saas]\ntype = \"http\"\nurl = \"{}\"\noauth = {{ client_id = \"machine-1\", client_secret = \"${{SAAS_SECRET}}\", client_credentials = true, token_store = \"file\" }}\n",
+        entry("alpha", ""),
+        upstream.url
+    );
+    let file = write(dir.path(), &text);
+    let state = dir.path().join("state");
+    let serve = start(
+        &file,
+        &["--aggregate"],
+        &[
+            ("SAAS_SECRET", secret),
+            ("XDG_STATE_HOME", state.to_str().unwrap()),
+            // serve's own environment's client is not the remote server's.
+            ("MCP_OAUTH_CLIENT_ID", "not-this-one"),
+        ],
+    )
+    .await;
+    let init = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init.session();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let listed = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", &session)],
+            &list.to_string(),
+        )
+        .await;
+    assert!(listed.body.contains("saas__whoami"), "{}", listed.body);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "saas__whoami", "arguments": {}}});
+    let called = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", &session)],
+            &call.to_string(),
+        )
+        .await;
+    assert!(called.body.contains("signed in"), "{}", called.body);
+    let presented = upstream.posts_of("tools/call")[0].header("authorization");
+    assert!(
+        presented.is_some_and(|p| p.starts_with("Bearer at-secret-")),
+        "the call carried the token the client credentials grant got"
+    );
+    let form = world.token_forms.lock().unwrap()[0].clone();
+    assert_eq!(form["grant_type"], "client_credentials");
+    let basic = world.token_headers.lock().unwrap()[0].clone().unwrap();
+    use base64::Engine;
+    let expected = base64::engine::general_purpose::STANDARD.encode(format!("machine-1:{secret}"));
+    assert_eq!(basic, format!("Basic {expected}"));
+    let log = serve.stderr();
+    assert!(
+        log.contains("--client-credentials"),
+        "the relay was started with its client"
+    );
+    assert!(!log.contains(secret) && !log.contains(&expected) && !log.contains("at-secret-"));
+    for pid in children_of(serve.child.id().unwrap()) {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&cmdline).contains(secret));
+    }
+}
