@@ -17,6 +17,12 @@ use crate::serve::spares::{SpareBudget, SparePolicy};
 /// (which `ps` shows) rather than the environment.
 pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfig, String> {
     let mut args = args;
+    // clap takes an unknown flag as the start of the server's command.
+    if let Some(flag) = args.command.first().filter(|word| word.starts_with('-')) {
+        return Err(format!(
+            "{flag} is not a flag of `mcp-stdio serve` (see --help); a stdio server's command goes after `--`, e.g. serve -- npx -y @modelcontextprotocol/server-everything"
+        ));
+    }
     if let Some(file) = &args.config {
         config_file_rules(&args, file)?;
     }

@@ -381,3 +381,15 @@ fn the_man_page_renders_and_man_reads_it() {
     let (code, _, stderr) = run_to_end(&["manpage", "--dir", "/nonexistent/dir"]);
     assert_eq!(code, 2, "{stderr}");
 }
+
+#[test]
+fn an_unknown_serve_flag_is_named_not_taken_for_the_servers_command() {
+    fails_with(
+        &["serve", "--modern-clients"],
+        "--modern-clients is not a flag of `mcp-stdio serve`",
+    );
+    fails_with(
+        &["serve", "--config", "x.toml", "--no-such-flag"],
+        "--no-such-flag is not a flag",
+    );
+}

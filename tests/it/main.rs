@@ -27,6 +27,7 @@ mod sandbox_guards;
 mod secrets;
 mod serve;
 mod serve_aggregate;
+mod serve_aggregate_remote;
 mod serve_auth;
 mod serve_cluster;
 mod serve_config;

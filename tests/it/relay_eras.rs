@@ -36,7 +36,7 @@ fn error_reply(status: u16, id: &Value, code: i64, message: &str) -> Reply {
 
 /// A 2026-07-28 server: POST only, validates the mirrored headers against the body, and
 /// offers tools that exercise headers, input rounds and subscriptions.
-fn modern_server(seen: &Seen) -> Reply {
+pub fn modern_server(seen: &Seen) -> Reply {
     if seen.method != Method::POST {
         return Reply::Status(405);
     }

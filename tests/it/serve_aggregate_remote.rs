@@ -1,0 +1,167 @@
+//! `serve --config FILE --aggregate` with a remote server that speaks 2026-07-28 only: its
+//! relay detects the era and translates, so a handshake-era client of the aggregate lists
+//! and calls its tools (with their `Mcp-Param-*` headers) and answers its input rounds as
+//! elicitation requests; a 2026-07-28 client does the same as input rounds of its own.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use crate::common::Upstream;
+use crate::common::modern::CLIENT_CAPABILITIES;
+use crate::common::serve::*;
+
+async fn aggregate_with_modern_remote() -> (tempfile::TempDir, Upstream, Serve) {
+    let upstream = Upstream::start(crate::relay_eras::modern_server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[servers.alpha]\ncommand = {:?}\n[servers.far]\ntype = \"http\"\nurl = {:?}\n",
+        fixture(),
+        upstream.url
+    );
+    let file = dir.path().join("serve.toml");
+    std::fs::write(&file, text).unwrap();
+    let mut command = tokio::process::Command::new(crate::common::binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(&file)
+        .arg("--aggregate")
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    let serve = Serve::spawn(command).await;
+    (dir, upstream, serve)
+}
+
+async fn post_at(serve: &Serve, session: &str, message: &Value) -> Answer {
+    serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", session)],
+            &message.to_string(),
+        )
+        .await
+}
+
+fn last_message(answer: &Answer) -> Value {
+    if answer.body.starts_with('{') {
+        answer.json()
+    } else {
+        answer.events().pop().expect("an answer")
+    }
+}
+
+#[tokio::test]
+async fn a_handshake_client_uses_a_2026_remote_server_through_the_aggregate() {
+    let (_dir, upstream, serve) = aggregate_with_modern_remote().await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let init = serve
+        .send("POST", "/mcp", &[], &initialize.to_string())
+        .await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init.session();
+    let listed = last_message(
+        &post_at(
+            &serve,
+            &session,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+        )
+        .await,
+    );
+    let tools = listed["result"]["tools"].as_array().unwrap().clone();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(
+        names.contains(&"far__weather") && names.contains(&"alpha__echo"),
+        "{names:?}"
+    );
+
+    let weather = last_message(
+        &post_at(
+            &serve,
+            &session,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "far__weather", "arguments": {"region": "north", "days": 3}}}),
+        )
+        .await,
+    );
+    assert_eq!(
+        weather["result"]["content"][0]["text"], "weather region=north days=3",
+        "the relay sent the 2026-07-28 headers: {weather}"
+    );
+    assert!(
+        upstream.posts_of("initialize").is_empty(),
+        "the server was spoken to in its own era"
+    );
+
+    // The server's input round reaches the client as an elicitation request.
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "far__ask", "arguments": {}}});
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(serve.url.replace("/alpha/mcp", "/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(Full::new(Bytes::from(call.to_string())))
+        .unwrap();
+    let mut body = serve.http.request(request).await.unwrap().into_body();
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s: &str| {
+        s.contains("elicitation/create")
+    })
+    .await;
+    let question: Value = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|m: &Value| m["method"] == "elicitation/create")
+        .unwrap();
+    assert_eq!(question["params"]["message"], "Who are you?");
+    let reply = post_at(
+        &serve,
+        &session,
+        &json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}),
+    )
+    .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    read_until(&mut body, &mut seen, |s: &str| s.contains("answer=")).await;
+    assert!(seen.contains("Ada"), "{seen}");
+}
+
+#[tokio::test]
+async fn a_2026_client_uses_a_2026_remote_server_through_the_aggregate() {
+    let (_dir, _upstream, serve) = aggregate_with_modern_remote().await;
+    let first = serve
+        .modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "far__ask", "arguments": {},
+                "_meta": {CLIENT_CAPABILITIES: {"elicitation": {}}}}),
+            Some("far__ask"),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let round = last_message(&first);
+    assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+    let (key, asked) = round["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    assert_eq!(asked["method"], "elicitation/create", "{round}");
+    let retry = json!({"name": "far__ask", "arguments": {},
+        "_meta": {CLIENT_CAPABILITIES: {"elicitation": {}}},
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Grace"}}},
+        "requestState": round["result"]["requestState"]});
+    let done = serve
+        .modern(json!(2), "tools/call", retry, Some("far__ask"))
+        .await;
+    let done = last_message(&done);
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Grace"), "{done}");
+}
