@@ -296,16 +296,16 @@ pub async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
 }
 
 /// A fake world, a home for the relay's token store, and a browser that approves.
-struct Scene {
-    upstream: Upstream,
-    world: Arc<World>,
-    state: std::path::PathBuf,
+pub struct Scene {
+    pub upstream: Upstream,
+    pub world: Arc<World>,
+    pub state: std::path::PathBuf,
     browser: String,
     _home: tempfile::TempDir,
 }
 
 impl Scene {
-    async fn new(expires_in: u64) -> Scene {
+    pub async fn new(expires_in: u64) -> Scene {
         let (upstream, world) = world(expires_in).await;
         let home = tempfile::tempdir().unwrap();
         Scene {
@@ -327,7 +327,7 @@ impl Scene {
     }
 
     /// The binary as a terminal command with this scene's browser and token store.
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
         terminal(&self.browser, &self.state, args)
     }
 }

@@ -1,8 +1,9 @@
 //! `serve --config` with the listener's identity and replicas: `--enable-oauth` is one
 //! authorization server for every server of the file and the aggregate endpoint (a token
 //! is for the endpoint it names, or for all of them when it names none; a server with an
-//! `auth` of its own keeps it), and `--cluster-key-file` sends an aggregate session's
-//! requests to the replica that owns it.
+//! `auth` of its own keeps it), `--cluster-key-file` sends an aggregate session's
+//! requests to the replica that owns it, and a remote server of the file logs in as its
+//! entry says (client credentials) or with the login `mcp-stdio login` stored.
 
 use std::path::Path;
 
@@ -352,4 +353,49 @@ async fn a_remote_server_of_the_file_logs_in_with_its_client_credentials_through
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         assert!(!String::from_utf8_lossy(&cmdline).contains(secret));
     }
+}
+
+// Multi-threaded: `login` runs as a blocking child process while the fake servers answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_server_of_the_file_uses_the_login_stored_by_mcp_stdio_login() {
+    let scene = crate::oauth::Scene::new(3600).await;
+    let url = scene.upstream.url.clone();
+    let (code, _, stderr) = scene.run(&["login", &url]);
+    assert_eq!(code, 0, "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}[servers.saas]\ntype = \"http\"\nurl = {url:?}\n",
+            entry("alpha", "")
+        ),
+    );
+    let serve = start(
+        &file,
+        &["--aggregate"],
+        &[
+            ("XDG_STATE_HOME", scene.state.to_str().unwrap()),
+            (
+                "DBUS_SESSION_BUS_ADDRESS",
+                "unix:path=/nonexistent/mcp-stdio-test-bus",
+            ),
+        ],
+    )
+    .await;
+    let init = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    let session = init.session();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "saas__whoami", "arguments": {}}});
+    let called = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", &session)],
+            &call.to_string(),
+        )
+        .await;
+    assert!(called.body.contains("signed in"), "{}", called.body);
+    let forms = scene.world.token_forms.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "the stored login was used, not a new one");
+    assert!(!serve.stderr().contains("at-secret-"));
 }
