@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::positive_seconds;
+use super::{non_negative_seconds, positive_seconds};
 use crate::serve::aggregate::names::{DEFAULT_SEPARATOR, check_separator};
 use crate::serve::aggregator::AggregateFlags;
 
@@ -48,6 +48,12 @@ pub struct AggregateArgs {
     /// large, so that a host that reads only the first page still sees everything.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     aggregate_page_size: u64,
+
+    /// Seconds a server that failed (did not start, answer or list) is left out of an
+    /// aggregate endpoint before it is tried again; a session with it that ends sooner
+    /// than this after it began is not restarted until asked. 0: tried on every request.
+    #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = non_negative_seconds, allow_hyphen_values = true)]
+    aggregate_retry_after: Duration,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -72,5 +78,6 @@ pub fn aggregate_flags(args: &AggregateArgs, with_config: bool) -> Result<Aggreg
         concurrency: args.aggregate_concurrency as usize,
         max_list_items: args.aggregate_max_list_items as usize,
         page_size: args.aggregate_page_size as usize,
+        retry_after: args.aggregate_retry_after,
     })
 }

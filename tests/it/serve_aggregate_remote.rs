@@ -1,7 +1,8 @@
 //! `serve --config FILE --aggregate` with a remote server that speaks 2026-07-28 only: its
 //! relay detects the era and translates, so a handshake-era client of the aggregate lists
 //! and calls its tools (with their `Mcp-Param-*` headers) and answers its input rounds as
-//! elicitation requests; a 2026-07-28 client does the same as input rounds of its own.
+//! elicitation requests; a 2026-07-28 client does the same as input rounds of its own. And
+//! a server that failed is tried again only after `--aggregate-retry-after`.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -164,4 +165,86 @@ async fn a_2026_client_uses_a_2026_remote_server_through_the_aggregate() {
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("Grace"), "{done}");
+}
+
+/// A server that fails to start until `flag` exists, then is the fixture.
+fn late_entry(flag: &std::path::Path) -> String {
+    format!(
+        "[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", \"test -e {} && exec {}\"]\n",
+        flag.display(),
+        fixture()
+    )
+}
+
+async fn tool_names(serve: &Serve, session: &str, id: u64) -> Vec<String> {
+    let listed = last_message(
+        &post_at(
+            serve,
+            session,
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}}),
+        )
+        .await,
+    );
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failed_server_is_tried_again_after_aggregate_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("ready");
+    let text = format!(
+        "[servers.alpha]\ncommand = {:?}\n{}",
+        fixture(),
+        late_entry(&flag)
+    );
+    let file = dir.path().join("serve.toml");
+    std::fs::write(&file, text).unwrap();
+    let start = |retry: &'static str| {
+        let file = file.clone();
+        async move {
+            let mut command = tokio::process::Command::new(crate::common::binary());
+            command
+                .args(["serve", "--port", "0", "--config"])
+                .arg(&file)
+                .args(["--aggregate", "--aggregate-retry-after", retry])
+                .env_remove("MCP_STDIO_SERVE_TOKEN");
+            Serve::spawn(command).await
+        }
+    };
+    let patient = start("3600").await;
+    let eager = start("0").await;
+    let mut sessions = Vec::new();
+    for serve in [&patient, &eager] {
+        let session = serve.initialize().await;
+        let names = tool_names(serve, &session, 1).await;
+        assert!(
+            names.contains(&"alpha__echo".to_owned())
+                && !names.iter().any(|n| n.starts_with("late__")),
+            "{names:?}"
+        );
+        sessions.push(session);
+    }
+    std::fs::write(&flag, "").unwrap();
+    // 0: the next list tries it again, and it answers.
+    let back = crate::common::eventually("late to be listed", async || {
+        let names = tool_names(&eager, &sessions[1], 2).await;
+        if names.contains(&"late__echo".to_owned()) {
+            Ok(names)
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    assert!(back.contains(&"alpha__echo".to_owned()));
+    // An hour: still left out, its calls told why (the list itself proves it answers).
+    let names = tool_names(&patient, &sessions[0], 2).await;
+    assert!(names.contains(&"alpha__echo".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("late__")), "{names:?}");
+    let ready = patient.send("GET", "/readyz", &[], "").await;
+    assert!(ready.body.contains("server late: down"), "{}", ready.body);
 }

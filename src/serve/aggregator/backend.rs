@@ -152,7 +152,13 @@ impl Inner {
                 tokio::select! {
                     change = changes.recv() => match change {
                         Ok(line) => self.tell(line),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        // Some were missed: every list may have changed.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            for list in ["tools", "prompts", "resources"] {
+                                let line = format!(r#"{{"jsonrpc":"2.0","method":"notifications/{list}/list_changed"}}"#);
+                                self.tell(Bytes::from(line));
+                            }
+                        }
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                     },
                     () = self.ended.cancelled() => return,

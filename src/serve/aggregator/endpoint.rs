@@ -2,11 +2,11 @@
 //! profiles (a catalog of lists per kind of client, `profile.rs`) and the endpoint's own
 //! sessions with each server through which those are read. A server that fails to start,
 //! dies or stops answering is marked down and left out of lists; it is tried again after
-//! `RETRY_AFTER`, and used again once it answers.
+//! `--aggregate-retry-after`, and used again once it answers.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -21,9 +21,6 @@ use crate::serve::aggregate::handshake::{AskProfile, merged_capabilities, merged
 use crate::serve::aggregate::route::List;
 use crate::serve::aggregate::uris::UriPrefixes;
 use crate::serve::session::Session;
-
-/// How long a server that failed is left alone before it is tried again.
-const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// A server's state as `/readyz` and `/metrics` report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +65,8 @@ impl Endpoint {
         Ok(Arc::new(Endpoint {
             states: Mutex::new(vec![ServerState::NotStarted; count]),
             profiles: Mutex::new(BTreeMap::new()),
+            // A client's session that falls this far behind is told every list changed
+            // (`backend::Inner::follow_endpoint`), so the size loses nothing.
             changes: broadcast::channel(64).0,
             reviving: std::sync::atomic::AtomicBool::new(false),
             uris,
@@ -136,7 +135,7 @@ impl Endpoint {
     }
 
     /// The profile's session with `server` and its handshake: the one it has, or one
-    /// started now (unless the server failed less than `RETRY_AFTER` ago).
+    /// started now (unless the server failed less than `--aggregate-retry-after` ago).
     pub(super) async fn scout(
         self: &Arc<Self>,
         profile: &Arc<Profile>,
@@ -152,7 +151,10 @@ impl Endpoint {
             self.set_state(server, ServerState::Up);
             return Ok(found);
         }
-        if scout.failed_at.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
+        if scout
+            .failed_at
+            .is_some_and(|at| at.elapsed() < self.flags.retry_after)
+        {
             return Err(self.why_down(server));
         }
         let name = self.server_name(server).to_owned();
@@ -266,7 +268,7 @@ impl Endpoint {
             let Some(endpoint) = endpoint.upgrade() else {
                 return;
             };
-            if started.elapsed() < RETRY_AFTER {
+            if started.elapsed() < endpoint.flags.retry_after {
                 tracing::warn!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the server's session ended at once; left out until it answers again");
                 endpoint.mark_down(server, "its session ended".into());
                 return;

@@ -84,7 +84,7 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Tries the servers that are down again (each at most every `RETRY_AFTER`): one that
+    /// Tries the servers that are down again (each at most every `--aggregate-retry-after`): one that
     /// answers is back in the lists.
     async fn revive(self: &Arc<Self>, profile: &Arc<Profile>) {
         let down: Vec<usize> = self

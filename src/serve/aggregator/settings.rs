@@ -25,6 +25,9 @@ pub struct AggregateFlags {
     pub max_list_items: usize,
     /// `--aggregate-page-size`.
     pub page_size: usize,
+    /// `--aggregate-retry-after`: how long a server that failed is left out before it is
+    /// tried again (and how long a session must live to be restarted when it ends).
+    pub retry_after: Duration,
 }
 
 impl Default for AggregateFlags {
@@ -37,6 +40,7 @@ impl Default for AggregateFlags {
             concurrency: 8,
             max_list_items: 10_000,
             page_size: 1000,
+            retry_after: Duration::from_secs(2),
         }
     }
 }
