@@ -158,3 +158,73 @@ async def test_one_server_killed_mid_run_while_calls_to_the_other_go_on(served):
                     assert "everything" in str(error) and "unavailable" in str(error), str(error)
                     await anyio.sleep(0.5)
         assert "Echo: after" in texts(result)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_python_sdk_s_oauth_client_signs_in_at_the_aggregate_endpoint(tmp_path, mode):
+    """`--enable-oauth` with `--config`: the Python SDK's own OAuth client finds serve's
+    authorization server from the aggregate endpoint's 401, registers, consents, and gets a
+    token for that endpoint (its RFC 8707 resource), which another endpoint refuses."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.auth import OAuthClientMetadata
+    from clients.browser import consent_until
+
+    path = tmp_path / ".mcp.json"
+    path.write_text(claude_code_mcp_json({"everything": EVERYTHING, "memory": (MEMORY[0], MEMORY[1], {**MEMORY[2], "MEMORY_FILE_PATH": str(tmp_path / "m.jsonl")})}))
+    served = Served(path, "--aggregate", "--enable-oauth", "--dev-user", "alice", "--oauth-store", f"sqlite:{tmp_path / 'oauth.db'}")
+    url = f"{served.base}/mcp"
+    callback = f"http://127.0.0.1:{free_port()}/callback"
+
+    class Memory:
+        tokens = client = None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.client
+
+        async def set_client_info(self, client):
+            self.client = client
+
+    reached = {}
+
+    async def redirect_handler(authorization_url: str) -> None:
+        reached["url"] = await anyio.to_thread.run_sync(consent_until, authorization_url, callback)
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(reached["url"]).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+
+    storage = Memory()
+    provider = OAuthClientProvider(url, OAuthClientMetadata(redirect_uris=[callback], client_name="python sdk"), storage,
+                                   redirect_handler=redirect_handler, callback_handler=callback_handler)
+    try:
+        http = create_mcp_http_client(auth=provider)
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert "everything__echo" in listed and "memory__read_graph" in listed, listed
+            assert "Echo: signed in" in texts(await client.call_tool("everything__echo", {"message": "signed in"}))
+        access = storage.tokens.access_token
+        assert access.startswith("mcpat_")
+        # The token is for the aggregate endpoint only.
+        probe = urllib.request.Request(f"{served.base}/memory/mcp", data=b"{}", headers={
+            "Authorization": f"Bearer {access}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(probe, timeout=10)
+        assert refused.value.code == 401
+    finally:
+        assert served.stop() == 0
+    log = "".join(served.log)
+    assert "principal=alice" in log, log[-3000:]
+    assert access not in log

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from clients.browser import open_and_consent
+from clients.browser import StopAt, consent_until, open_and_consent
 from helpers.conformance import NEXT_SUITE, checks_of
 from helpers.host import relay_binary, through_relay
 from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS
@@ -171,20 +171,6 @@ async def test_grants_outlive_a_restart_on_postgresql(tmp_path):
     finally:
         log = stop(serve)
     assert "postgres://127.0.0.1/" in log and "postgres@" not in log, log[:2000]
-
-
-class StopAt(urllib.request.HTTPRedirectHandler):
-    """Follows redirects as a browser does, except the one to the client's callback (which
-    nothing listens on): that one is recorded."""
-
-    def __init__(self, prefix: str):
-        self.prefix, self.reached = prefix, None
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        if newurl.startswith(self.prefix):
-            self.reached = newurl
-            return None
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def sign_in_at_provider(authorize_url: str, callback: str, user: str, meanwhile=None) -> tuple[str | None, str]:
@@ -403,20 +389,7 @@ async def test_the_python_sdk_s_oauth_client_signs_in_and_calls(tmp_path):
 
     async def redirect_handler(authorization_url: str) -> None:
         # The user's browser: the consent page, Allow, and the redirect to the callback.
-        stop = StopAt(callback)
-        opener = urllib.request.build_opener(stop)
-        page = await anyio.to_thread.run_sync(lambda: opener.open(authorization_url, timeout=30).read().decode())
-        from clients.browser import ConsentForm
-
-        form = ConsentForm()
-        form.feed(page)
-        request = urllib.request.Request(urllib.parse.urljoin(authorization_url, form.action),
-                                         data=urllib.parse.urlencode(form.fields + [form.approve]).encode())
-        try:
-            await anyio.to_thread.run_sync(lambda: opener.open(request, timeout=30))
-        except urllib.error.HTTPError:
-            pass
-        reached["url"] = stop.reached
+        reached["url"] = await anyio.to_thread.run_sync(consent_until, authorization_url, callback)
 
     async def callback_handler() -> AuthorizationCodeResult:
         query = urllib.parse.parse_qs(urllib.parse.urlparse(reached["url"]).query)

@@ -5,6 +5,7 @@ form with a `decision` button, as `serve --enable-oauth` shows), it presses Allo
 user would: the hidden fields are sent back as they are."""
 
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 from html.parser import HTMLParser
@@ -26,6 +27,37 @@ class ConsentForm(HTMLParser):
             self.fields.append((attrs["name"], attrs.get("value") or ""))
         elif tag == "button" and attrs.get("name") == "decision" and attrs.get("value") == "approve":
             self.approve = ("decision", "approve")
+
+
+class StopAt(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as a browser does, except the one to the client's callback (which
+    nothing listens on): that one is recorded."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.reached = prefix, None
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if newurl.startswith(self.prefix):
+            self.reached = newurl
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def consent_until(authorization_url: str, callback: str) -> str | None:
+    """The user's browser at serve's consent page: opens it, presses Allow, and returns the
+    callback URL the redirect reached (with the code)."""
+    stop = StopAt(callback)
+    opener = urllib.request.build_opener(stop)
+    page = opener.open(authorization_url, timeout=30).read().decode()
+    form = ConsentForm()
+    form.feed(page)
+    request = urllib.request.Request(urllib.parse.urljoin(authorization_url, form.action),
+                                     data=urllib.parse.urlencode(form.fields + [form.approve]).encode())
+    try:
+        opener.open(request, timeout=30)
+    except urllib.error.HTTPError:
+        pass
+    return stop.reached
 
 
 def open_and_consent(url: str) -> str:
