@@ -54,6 +54,7 @@ mod config_remote;
 mod front;
 mod listener;
 mod servers;
+mod servers_routes;
 
 pub use config::ServeConfig;
 pub use listener::{run, run_servers};

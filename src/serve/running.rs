@@ -180,3 +180,25 @@ pub fn keep_house(server: Arc<AuthServer>) -> CancellationToken {
     tokio::spawn(async move { server.keep_house(closing).await });
     stop
 }
+
+/// Waits until a retired gateway (`draining` fired) has nothing left (no session of a
+/// client, request or parked call), `grace` is up, or `closing` fires; false when the
+/// grace ran out with something left.
+pub async fn drained(gateway: &Gateway, grace: Duration, closing: &CancellationToken) -> bool {
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        let busy = gateway.sessions.count_unpooled()
+            + gateway.sessions.pending_requests()
+            + gateway.parked.count();
+        if busy == 0 {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = closing.cancelled() => return true,
+        }
+    }
+}

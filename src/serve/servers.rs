@@ -1,23 +1,17 @@
 //! `serve --config FILE`: the file's servers on one listener, each a gateway of its own at
 //! `/NAME/mcp` (its metadata at `/.well-known/oauth-protected-resource/NAME/mcp`). SIGHUP
 //! reloads the file: added servers start, removed ones drain and stop, changed ones get a
-//! new gateway for new sessions while the old one finishes its own; a file that does not
-//! parse changes nothing. `/healthz`, `/readyz` and `/metrics` (labelled by server) cover
-//! them all.
+//! new gateway for new sessions while the old one finishes its own, and the aggregate
+//! endpoints follow (`aggregates.rs`); a file that does not parse changes nothing. The
+//! routes are in `servers_routes.rs`.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::serve::inbound::Inbound;
-use axum::body::Body;
-use http::header::{AUTHORIZATION, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::aggregates;
 use super::aggregator::Members;
@@ -25,48 +19,45 @@ use super::config::ServeConfig;
 use super::config_aggregates;
 use super::config_apply;
 use super::config_file::{self, Entry};
-use super::front;
 use super::gateway::Gateway;
-use super::legacy::SESSION_ID;
-use super::metrics::{Gauges, labelled};
-use super::responses::{Readiness, readyz, text};
 use super::running::Running;
 use super::session::Session;
 use super::sessions::Refused;
 use crate::authserver::AuthServer;
 
-const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+pub(super) const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// One name of the file: the gateway new requests get, and older ones (from before a
 /// reload changed or removed it) still finishing their sessions.
-struct Named {
+pub(super) struct Named {
     /// `None` once a reload removed the server.
-    entry: Option<Entry>,
-    current: Option<Arc<Gateway>>,
-    retiring: Vec<Arc<Gateway>>,
+    pub(super) entry: Option<Entry>,
+    pub(super) current: Option<Arc<Gateway>>,
+    pub(super) retiring: Vec<Arc<Gateway>>,
 }
 
 pub struct Servers {
     /// The command line's settings, under every server's own.
-    base: ServeConfig,
-    file: PathBuf,
+    pub(super) base: ServeConfig,
+    pub(super) file: PathBuf,
     /// `http://host:port` of the listener, for the log.
-    origin: String,
-    table: Arc<RwLock<BTreeMap<String, Named>>>,
+    pub(super) origin: String,
+    pub(super) table: Arc<RwLock<BTreeMap<String, Named>>>,
     /// The running gateways of the current entries (their tasks are stopped at the end).
-    running: Mutex<BTreeMap<String, Running>>,
+    pub(super) running: Mutex<BTreeMap<String, Running>>,
     /// Gateways draining after a reload; each task ends its gateway when done.
-    retirements: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    closing: CancellationToken,
-    reloads_applied: AtomicU64,
-    reloads_refused: AtomicU64,
+    pub(super) retirements: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(super) closing: CancellationToken,
+    pub(super) reloads_applied: AtomicU64,
+    pub(super) reloads_refused: AtomicU64,
     /// `--reload-grace`: how long a changed or removed server's sessions may go on.
-    reload_grace: Duration,
-    /// The aggregate endpoints (`--aggregate`, `[aggregates.NAME]`), fixed at start.
-    aggregates: Vec<aggregates::Aggregated>,
+    pub(super) reload_grace: Duration,
+    /// The aggregate endpoints (`--aggregate`, `[aggregates.NAME]`); `None` until the
+    /// servers they reach have started.
+    pub(super) aggregates: Option<aggregates::Aggregates>,
     /// `--enable-oauth`: one authorization server for every endpoint of the listener
     /// (servers with an `auth` of their own excepted), and its housekeeping.
-    authorization: Option<(Arc<AuthServer>, CancellationToken)>,
+    pub(super) authorization: Option<(Arc<AuthServer>, CancellationToken)>,
 }
 
 /// How an aggregate endpoint reaches the file's servers: through each one's current
@@ -133,15 +124,18 @@ impl Servers {
             closing: CancellationToken::new(),
             reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),
-            aggregates: Vec::new(),
+            aggregates: None,
         };
         for entry in entries {
             servers.add(entry).await?;
         }
-        let members = Arc::new(TableMembers(servers.table.clone()));
-        let shared = servers.authorization.as_ref().map(|(s, _)| s.clone());
-        servers.aggregates =
-            aggregates::start(specs, &servers.base, members, &servers.origin, shared).await?;
+        let making = aggregates::Making {
+            base: servers.base.clone(),
+            members: Arc::new(TableMembers(servers.table.clone())),
+            origin: servers.origin.clone(),
+            authorization: servers.authorization.as_ref().map(|(s, _)| s.clone()),
+        };
+        servers.aggregates = Some(aggregates::Aggregates::start(specs, making).await?);
         servers.authorization_covers_the_file();
         Ok(servers)
     }
@@ -204,24 +198,8 @@ impl Servers {
             .filter(|(_, named)| named.entry.as_ref().is_some_and(|e| e.auth.is_none()))
             .map(|(name, _)| format!("/{name}/mcp"))
             .collect();
-        paths.extend(self.aggregates.iter().map(|a| a.spec.path.clone()));
+        paths.extend(self.aggregates.iter().flat_map(|a| a.paths()));
         server.serve_paths(paths);
-    }
-
-    /// A gateway that answers for the listener's authorization server (its endpoints are
-    /// the same at every gateway that uses it): the first aggregate, or else the first
-    /// server that uses it.
-    fn authorization_home(&self) -> Option<Arc<Gateway>> {
-        self.authorization.as_ref()?;
-        if let Some(aggregate) = self.aggregates.first() {
-            return Some(aggregate.gateway.clone());
-        }
-        self.table
-            .read()
-            .expect("table lock")
-            .values()
-            .filter_map(|named| named.current.clone())
-            .find(|gateway| gateway.auth.embedded().is_some())
     }
 
     fn remove(&self, name: &str) {
@@ -248,22 +226,8 @@ impl Servers {
         let closing = self.closing.clone();
         let table = self.table.clone();
         let task = tokio::spawn(async move {
-            let deadline = tokio::time::Instant::now() + grace;
-            loop {
-                let busy = gateway.sessions.count_unpooled()
-                    + gateway.sessions.pending_requests()
-                    + gateway.parked.count();
-                if busy == 0 {
-                    break;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    tracing::info!(server = %name, sessions = gateway.sessions.count_unpooled(), "--reload-grace is up; ending the old server's sessions");
-                    break;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    () = closing.cancelled() => break,
-                }
+            if !super::running::drained(&gateway, grace, &closing).await {
+                tracing::info!(server = %name, sessions = gateway.sessions.count_unpooled(), "--reload-grace is up; ending the old server's sessions");
             }
             {
                 let mut table = table.write().expect("table lock");
@@ -286,15 +250,23 @@ impl Servers {
     /// SIGHUP: reads the file again and applies the difference; a file that does not
     /// parse (or names a program that cannot be found) changes nothing.
     pub async fn reload(&self) {
-        let entries = match config_file::load(&self.file, &|name| std::env::var(name).ok()) {
-            Ok(loaded) => {
-                if !self.aggregates.is_empty() || !loaded.aggregates.is_empty() {
-                    tracing::info!(
-                        "SIGHUP: the aggregate endpoints stay as they started (a change to them takes a restart); their servers follow the file"
-                    );
-                }
-                loaded.entries
-            }
+        let loaded =
+            config_file::load(&self.file, &|name| std::env::var(name).ok()).and_then(|loaded| {
+                let named: Vec<config_aggregates::Server<'_>> = loaded
+                    .entries
+                    .iter()
+                    .map(|e| (e.name.as_str(), &e.aliases, e.checks_callers_itself()))
+                    .collect();
+                let specs = config_aggregates::specs(
+                    &loaded.aggregates,
+                    &named,
+                    &self.base.aggregate,
+                    &self.base.path,
+                )?;
+                Ok((loaded.entries, specs))
+            });
+        let (entries, specs) = match loaded {
+            Ok(loaded) => loaded,
             Err(e) => {
                 self.reloads_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("SIGHUP: not reloaded, every server goes on as it was: {e}");
@@ -321,6 +293,10 @@ impl Servers {
             .filter(|name| !entries.iter().any(|e| &e.name == *name))
             .cloned()
             .collect();
+        if let Some(aggregates) = &self.aggregates {
+            let replaced: Vec<String> = changed.iter().chain(&removed).cloned().collect();
+            aggregates.servers_replaced(&replaced).await;
+        }
         for entry in entries {
             let differs = added.contains(&entry.name) || changed.contains(&entry.name);
             if differs && let Err(e) = self.add(entry).await {
@@ -329,6 +305,12 @@ impl Servers {
         }
         for name in &removed {
             self.remove(name);
+        }
+        if let Some(aggregates) = &self.aggregates {
+            aggregates
+                .apply(specs, self.reload_grace, &self.closing)
+                .await;
+            self.authorization_covers_the_file();
         }
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
@@ -349,15 +331,17 @@ impl Servers {
                 gateway.closing.cancel();
             }
         }
+        if let Some(aggregates) = &self.aggregates {
+            aggregates.closing();
+        }
     }
 
     /// Ends every server, the draining ones included.
     pub async fn stop_all(&self) {
         self.closing();
-        for aggregate in &self.aggregates {
-            aggregate.gateway.closing.cancel();
+        if let Some(aggregates) = &self.aggregates {
+            aggregates.stop_all().await;
         }
-        aggregates::stop_all(&self.aggregates).await;
         if let Some((_, housekeeping)) = &self.authorization {
             housekeeping.cancel();
         }
@@ -373,174 +357,4 @@ impl Servers {
             let _ = task.await;
         }
     }
-
-    pub async fn handle(
-        self: Arc<Self>,
-        peer: SocketAddr,
-        request: Request<Inbound>,
-    ) -> Response<Body> {
-        let path = request.uri().path().to_owned();
-        let method = request.method().clone();
-        match (&method, path.as_str()) {
-            (&Method::GET, "/healthz") => return text(StatusCode::OK, "ok\n"),
-            // One server at its --max-sessions leaves the others taking sessions, and only
-            // a reload's retiring generations drain: the process is ready until it stops.
-            (&Method::GET, "/readyz") => {
-                let (lines, closed_and_down) = aggregates::readiness(&self.aggregates);
-                if self.closing.is_cancelled() {
-                    return readyz(Readiness::ShuttingDown);
-                }
-                let status = if closed_and_down {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::OK
-                };
-                let head = if closed_and_down {
-                    "not ready: an aggregate that fails closed has a server down\n"
-                } else {
-                    "ready\n"
-                };
-                return Response::builder()
-                    .status(status)
-                    .header(CONTENT_TYPE, "text/plain")
-                    .body(Body::from(format!("{head}{lines}")))
-                    .expect("a valid response");
-            }
-            (&Method::GET, "/metrics") => return self.metrics(&request),
-            _ => {}
-        }
-        if let Some(aggregate) = aggregates::at(&self.aggregates, &path, PRM_PREFIX) {
-            let gateway = aggregate.gateway.clone();
-            let span = gateway.config.span();
-            return front::handle(gateway, peer, request).instrument(span).await;
-        }
-        let name = path
-            .strip_prefix(PRM_PREFIX)
-            .unwrap_or(&path)
-            .trim_start_matches('/')
-            .split('/')
-            .next()
-            .unwrap_or("");
-        let session = request
-            .headers()
-            .get(SESSION_ID)
-            .and_then(|v| v.to_str().ok());
-        let found = {
-            let table = self.table.read().expect("table lock");
-            table.get(name).map(|named| {
-                // A session's requests go to the generation that holds it.
-                let holder = session.and_then(|id| {
-                    named
-                        .retiring
-                        .iter()
-                        .find(|g| g.sessions.holds(id))
-                        .cloned()
-                });
-                holder.or_else(|| named.current.clone())
-            })
-        };
-        let gateway = match found {
-            None => return self.not_a_server(name, peer, request).await,
-            Some(None) => {
-                return not_found(&format!(
-                    "not found: the server {name:?} was removed from the config file\n"
-                ));
-            }
-            Some(Some(gateway)) => gateway,
-        };
-        let span = gateway.config.span();
-        front::handle(gateway, peer, request).instrument(span).await
-    }
-
-    /// A request for no server of the file: the authorization server's (`--enable-oauth`),
-    /// or a 404 that lists the endpoints.
-    async fn not_a_server(
-        &self,
-        name: &str,
-        peer: SocketAddr,
-        request: Request<Inbound>,
-    ) -> Response<Body> {
-        if let Some(home) = self.authorization_home() {
-            let span = home.config.span();
-            let answer = front::handle(home, peer, request).instrument(span).await;
-            if answer.status() != StatusCode::NOT_FOUND {
-                return answer;
-            }
-        }
-        let names: Vec<String> = self
-            .table
-            .read()
-            .expect("table lock")
-            .iter()
-            .filter(|(_, n)| n.entry.is_some())
-            .map(|(name, _)| format!("/{name}/mcp"))
-            .chain(self.aggregates.iter().map(|a| a.spec.path.clone()))
-            .collect();
-        not_found(&format!(
-            "not found: no server here is named {name:?}; the endpoints are {}\n",
-            names.join(", ")
-        ))
-    }
-
-    /// Every server's metrics, each sample labelled `server="NAME"`, and the reloads.
-    /// Guarded by the command line's `--auth-token` when there is one.
-    fn metrics(&self, request: &Request<Inbound>) -> Response<Body> {
-        if let Some(token) = &self.base.auth_token {
-            let presented = request
-                .headers()
-                .get(AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            if !presented.is_some_and(|p| crate::secret::matches(p, token)) {
-                return Response::builder()
-                    .status(StatusCode::UNAUTHORIZED)
-                    .header(http::header::WWW_AUTHENTICATE, "Bearer")
-                    .body(Body::from(
-                        "send Authorization: Bearer <the --auth-token>\n",
-                    ))
-                    .expect("a valid response");
-            }
-        }
-        let (parts, servers) = {
-            let table = self.table.read().expect("table lock");
-            let parts: Vec<(String, String)> = table
-                .iter()
-                .flat_map(|(name, named)| {
-                    named.current.iter().chain(&named.retiring).map(move |g| {
-                        let gauges = Gauges {
-                            sessions: g.sessions.count(),
-                            spares: g.spares.count(),
-                            pending_requests: g.sessions.pending_requests(),
-                        };
-                        (name.clone(), g.metrics.render(&gauges))
-                    })
-                })
-                .collect();
-            let servers = table.values().filter(|n| n.entry.is_some()).count();
-            (parts, servers)
-        };
-        let (aggregate_parts, aggregate_states) = aggregates::metrics(&self.aggregates);
-        let parts: Vec<(String, String)> = parts.into_iter().chain(aggregate_parts).collect();
-        let mut body = labelled(&parts);
-        body.push_str(&aggregate_states);
-        body.push_str(&format!(
-            "# HELP mcp_stdio_servers Servers the config file names.\n# TYPE mcp_stdio_servers gauge\nmcp_stdio_servers {servers}\n\
-             # HELP mcp_stdio_config_reloads_total SIGHUP reloads, applied or refused (the file did not parse).\n# TYPE mcp_stdio_config_reloads_total counter\n\
-             mcp_stdio_config_reloads_total{{outcome=\"applied\"}} {}\nmcp_stdio_config_reloads_total{{outcome=\"refused\"}} {}\n",
-            self.reloads_applied.load(Ordering::Relaxed),
-            self.reloads_refused.load(Ordering::Relaxed),
-        ));
-        Response::builder()
-            .header(CONTENT_TYPE, "text/plain; version=0.0.4")
-            .body(Body::from(body))
-            .expect("a valid response")
-    }
-}
-
-fn not_found(message: &str) -> Response<Body> {
-    Response::builder()
-        .status(StatusCode::NOT_FOUND)
-        .header(CONTENT_TYPE, "text/plain")
-        .body(Body::from(message.to_owned()))
-        .expect("a valid response")
 }

@@ -248,3 +248,125 @@ async fn a_failed_server_is_tried_again_after_aggregate_retry_after() {
     let ready = patient.send("GET", "/readyz", &[], "").await;
     assert!(ready.body.contains("server late: down"), "{}", ready.body);
 }
+
+fn hang_up(serve: &Serve) {
+    let pid = serve.child.id().unwrap() as i32;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+}
+
+async fn tools_at(serve: &Serve, path: &str, session: &str) -> Vec<String> {
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}});
+    let answer = serve
+        .send(
+            "POST",
+            path,
+            &[("mcp-session-id", session)],
+            &list.to_string(),
+        )
+        .await;
+    let message = last_message(&answer);
+    message["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: {message}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn sighup_follows_the_file_in_the_aggregate_endpoints_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    let entry = |name: &str, extra: &str| {
+        format!(
+            "[servers.{name}]\ncommand = {:?}\nspare_children = 0\n{extra}\n",
+            fixture()
+        )
+    };
+    let team = "[aggregates.team]\npath = \"/team/mcp\"\nservers = [\"alpha\"]\n";
+    std::fs::write(&file, format!("{}{team}", entry("alpha", ""))).unwrap();
+    let mut command = tokio::process::Command::new(crate::common::binary());
+    command
+        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+        .arg(&file)
+        .args(["--aggregate", "--reload-grace", "60"])
+        .env_remove("MCP_STDIO_SERVE_TOKEN");
+    let serve = Serve::spawn(command).await;
+    let open_at = async |path: &str| {
+        let init = serve.send("POST", path, &[], &initialize_body()).await;
+        assert_eq!(init.status, 200, "{path}: {}", init.body);
+        init.session()
+    };
+    let before = open_at("/mcp").await;
+    let team_session = open_at("/team/mcp").await;
+    assert!(
+        tools_at(&serve, "/mcp", &before)
+            .await
+            .contains(&"alpha__echo".to_owned())
+    );
+    assert!(
+        !tools_at(&serve, "/team/mcp", &team_session)
+            .await
+            .contains(&"alpha__late".to_owned())
+    );
+
+    // beta is added (the --aggregate endpoint, every server, is replaced) and alpha
+    // changes (the team endpoint, the same spec, reads alpha's lists again).
+    std::fs::write(
+        &file,
+        format!(
+            "{}{}{team}",
+            entry("alpha", "env = { FIXTURE_EXTRA_TOOL = \"late\" }"),
+            entry("beta", "")
+        ),
+    )
+    .unwrap();
+    hang_up(&serve);
+    serve.wait_stderr("SIGHUP: reloaded").await;
+
+    let after = open_at("/mcp").await;
+    let listed = tools_at(&serve, "/mcp", &after).await;
+    assert!(
+        listed.contains(&"beta__echo".to_owned()) && listed.contains(&"alpha__late".to_owned()),
+        "{listed:?}"
+    );
+    // The session from before goes on at the endpoint that holds it, until it ends.
+    let old = tools_at(&serve, "/mcp", &before).await;
+    assert!(
+        old.contains(&"alpha__echo".to_owned()) && !old.contains(&"beta__echo".to_owned()),
+        "{old:?} {}",
+        serve.stderr()
+    );
+    // The kept endpoint's own session sees alpha's new generation.
+    let team_tools = tools_at(&serve, "/team/mcp", &team_session).await;
+    assert!(
+        team_tools.contains(&"alpha__late".to_owned()),
+        "{team_tools:?}"
+    );
+    let ready = serve.send("GET", "/readyz", &[], "").await;
+    assert!(
+        ready.body.contains("aggregate aggregate server beta"),
+        "{}",
+        ready.body
+    );
+
+    // An aggregate naming a server the file no longer has: the reload is refused whole.
+    std::fs::write(
+        &file,
+        format!(
+            "{}[aggregates.team]\npath = \"/team/mcp\"\nservers = [\"gone\"]\n",
+            entry("alpha", "")
+        ),
+    )
+    .unwrap();
+    hang_up(&serve);
+    serve
+        .wait_stderr("SIGHUP: not reloaded, every server goes on as it was")
+        .await;
+    let still = tools_at(&serve, "/mcp", &open_at("/mcp").await).await;
+    assert!(still.contains(&"beta__echo".to_owned()), "{still:?}");
+}

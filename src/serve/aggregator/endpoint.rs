@@ -268,6 +268,16 @@ impl Endpoint {
             let Some(endpoint) = endpoint.upgrade() else {
                 return;
             };
+            // Ended because a reload replaced it (`servers_replaced`): nothing to do.
+            if let Some(profile) = profile.upgrade()
+                && let Ok(scout) = profile.scouts[server].try_lock()
+                && !scout
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, &session))
+            {
+                return;
+            }
             if started.elapsed() < endpoint.flags.retry_after {
                 tracing::warn!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the server's session ended at once; left out until it answers again");
                 endpoint.mark_down(server, "its session ended".into());
@@ -404,6 +414,35 @@ impl Endpoint {
     pub fn stop(&self) {
         for profile in self.every_profile() {
             profile.stop();
+        }
+    }
+
+    /// A reload replaced (or removed) the servers `names`: the endpoint's own sessions
+    /// with them end and their lists are read again through their new generation (every
+    /// client is told the lists changed). Client sessions' member sessions go on with the
+    /// old generation until they end, as a server's own sessions do.
+    pub async fn servers_replaced(&self, names: &[String]) {
+        let indices: Vec<usize> = (0..self.spec.servers.len())
+            .filter(|&i| names.iter().any(|n| n == self.server_name(i)))
+            .collect();
+        if indices.is_empty() {
+            return;
+        }
+        for profile in self.every_profile() {
+            for &server in &indices {
+                let mut scout = profile.scouts[server].lock().await;
+                scout.handshake = None;
+                scout.failed_at = None;
+                if let Some(session) = scout.session.take() {
+                    session.end.cancel();
+                }
+            }
+        }
+        for &server in &indices {
+            self.set_state(server, ServerState::NotStarted);
+            for list in [List::Tools, List::Prompts, List::Resources] {
+                self.list_changed(server, list);
+            }
         }
     }
 }
