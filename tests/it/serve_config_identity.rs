@@ -1,7 +1,8 @@
 //! `serve --config` with the listener's identity and replicas: `--enable-oauth` is one
 //! authorization server for every server of the file and the aggregate endpoint (a token
 //! is for the endpoint it names, or for all of them when it names none; a server with an
-//! `auth` of its own keeps it), `--cluster-key-file` sends an aggregate session's
+//! `auth` of its own keeps it), `--oauth-issuer`'s tokens name their user at the aggregate
+//! endpoint (whose sessions no other user can take), `--cluster-key-file` sends an aggregate session's
 //! requests to the replica that owns it, and a remote server of the file logs in as its
 //! entry says (client credentials) or with the login `mcp-stdio login` stored.
 
@@ -398,4 +399,68 @@ async fn a_remote_server_of_the_file_uses_the_login_stored_by_mcp_stdio_login() 
     let forms = scene.world.token_forms.lock().unwrap().clone();
     assert_eq!(forms.len(), 1, "the stored login was used, not a new one");
     assert!(!serve.stderr().contains("at-secret-"));
+}
+
+#[tokio::test]
+async fn the_identity_providers_tokens_name_their_user_at_the_aggregate_endpoint() {
+    use crate::common::issuer::{Issuer, SigningKey};
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!("{}{}", entry("alpha", ""), entry("beta", "")),
+    );
+    let audience = "https://mcp.example.com/";
+    let serve = start(
+        &file,
+        &[
+            "--aggregate",
+            "--oauth-issuer",
+            issuer.url.as_str(),
+            "--oauth-audience",
+            audience,
+        ],
+        &[],
+    )
+    .await;
+    let anonymous = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let prm = serve
+        .send("GET", "/.well-known/oauth-protected-resource/mcp", &[], "")
+        .await;
+    assert_eq!(prm.json()["authorization_servers"], json!([issuer.url]));
+
+    let ada = key.sign(&issuer.claims("ada", audience, ""), Some("k1"));
+    let init = initialize_at(&serve, "/mcp", &ada).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    serve.wait_stderr("principal=ada").await;
+    let session = init.session();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "alpha__whoami", "arguments": {}}});
+    let auth = format!("Bearer {ada}");
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", &auth), ("mcp-session-id", &session)],
+            &call.to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // Another user cannot use ada's aggregate session.
+    let bob = key.sign(&issuer.claims("bob", audience, ""), Some("k1"));
+    let stolen = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[
+                ("authorization", &format!("Bearer {bob}")),
+                ("mcp-session-id", &session),
+            ],
+            &call.to_string(),
+        )
+        .await;
+    assert_eq!(stolen.status, 404, "{}", stolen.body);
+    assert!(!serve.stderr().contains(&ada));
 }
