@@ -55,7 +55,7 @@ impl Servers {
                     .body(Body::from(format!("{head}{lines}")))
                     .expect("a valid response");
             }
-            (&Method::GET, "/metrics") => return self.metrics(&request),
+            (&Method::GET, "/metrics") => return self.metrics(peer, &request).await,
             _ => {}
         }
         let session = request
@@ -101,11 +101,10 @@ impl Servers {
         front::handle(gateway, peer, request).instrument(span).await
     }
 
-    /// A gateway that answers for the listener's authorization server (its endpoints are
-    /// the same at every gateway that uses it): the first aggregate, or else the first
-    /// server that uses it.
-    fn authorization_home(&self) -> Option<Arc<Gateway>> {
-        self.authorization.as_ref()?;
+    /// A gateway that checks callers the command line's way (and so answers for the
+    /// listener's authorization server, whose endpoints are the same at each): the first
+    /// aggregate, or else the first server without an `auth` of its own.
+    fn home(&self) -> Option<Arc<Gateway>> {
         if let Some(gateway) = self.aggregates.as_ref().and_then(|a| a.first_gateway()) {
             return Some(gateway);
         }
@@ -113,8 +112,8 @@ impl Servers {
             .read()
             .expect("table lock")
             .values()
-            .filter_map(|named| named.current.clone())
-            .find(|gateway| gateway.auth.embedded().is_some())
+            .filter(|named| named.entry.as_ref().is_some_and(|e| e.auth.is_none()))
+            .find_map(|named| named.current.clone())
     }
 
     /// A request for no server of the file: the authorization server's (`--enable-oauth`),
@@ -125,7 +124,7 @@ impl Servers {
         peer: SocketAddr,
         request: Request<Inbound>,
     ) -> Response<Body> {
-        if let Some(home) = self.authorization_home() {
+        if let Some(home) = self.authorization.as_ref().and(self.home()) {
             let span = home.config.span();
             let answer = front::handle(home, peer, request).instrument(span).await;
             if answer.status() != StatusCode::NOT_FOUND {
@@ -148,8 +147,17 @@ impl Servers {
     }
 
     /// Every server's metrics, each sample labelled `server="NAME"`, and the reloads.
-    /// Guarded by the command line's `--auth-token` when there is one.
-    fn metrics(&self, request: &Request<Inbound>) -> Response<Body> {
+    /// Guarded by the command line's way of checking callers when it has one: its
+    /// `--auth-token`, or a token `--oauth-issuer` or `--enable-oauth` accepts (as at the
+    /// aggregate endpoint, or else the first server without an `auth` of its own).
+    async fn metrics(&self, peer: SocketAddr, request: &Request<Inbound>) -> Response<Body> {
+        let checked = self.base.resource_server.is_some() || self.base.auth_server.is_some();
+        if checked
+            && let Some(home) = self.home()
+            && let Err(refused) = front::check_caller(&home, peer, request.headers()).await
+        {
+            return refused;
+        }
         if let Some(token) = &self.base.auth_token {
             let presented = request
                 .headers()

@@ -159,6 +159,19 @@ async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() 
         assert_eq!(init.status, 200, "{path}: {}", init.body);
     }
 
+    // /metrics for the whole file takes a token the authorization server accepts.
+    assert_eq!(serve.send("GET", "/metrics", &[], "").await.status, 401);
+    let every_auth = format!("Bearer {every}");
+    let metrics = serve
+        .send("GET", "/metrics", &[("authorization", &every_auth)], "")
+        .await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    assert!(
+        metrics.body.contains("server=\"alpha\""),
+        "{}",
+        metrics.body
+    );
+
     // gamma checks its own token: not an endpoint of the authorization server.
     let pkce = Pkce::new();
     let gamma_resource = format!("{origin}/gamma/mcp");
@@ -462,5 +475,10 @@ async fn the_identity_providers_tokens_name_their_user_at_the_aggregate_endpoint
         )
         .await;
     assert_eq!(stolen.status, 404, "{}", stolen.body);
+    assert_eq!(serve.send("GET", "/metrics", &[], "").await.status, 401);
+    let metrics = serve
+        .send("GET", "/metrics", &[("authorization", &auth)], "")
+        .await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
     assert!(!serve.stderr().contains(&ada));
 }

@@ -120,6 +120,20 @@ pub async fn handle(
     endpoint(&gateway, principal, None, request).await
 }
 
+/// A whole config file's `/metrics`: its caller checked as `gateway`'s own endpoint would
+/// check it (the guards, then the bearer).
+pub async fn check_caller(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Result<(), Response<Body>> {
+    guards(gateway, peer, headers).map_err(|refused| *refused)?;
+    authorize(gateway, peer, headers)
+        .await
+        .map(|_| ())
+        .map_err(|refused| *refused)
+}
+
 /// The MCP endpoint, for a caller already checked (here, or by the replica that sent it).
 async fn endpoint(
     gateway: &Arc<Gateway>,
