@@ -166,50 +166,17 @@ async def test_the_python_sdk_s_oauth_client_signs_in_at_the_aggregate_endpoint(
     authorization server from the aggregate endpoint's 401, registers, consents, and gets a
     token for that endpoint (its RFC 8707 resource), which another endpoint refuses."""
     import urllib.error
-    import urllib.parse
     import urllib.request
 
-    from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+    from helpers.sdk_oauth import sdk_oauth
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-    from mcp.shared.auth import OAuthClientMetadata
-    from clients.browser import consent_until
 
     path = tmp_path / ".mcp.json"
     path.write_text(claude_code_mcp_json({"everything": EVERYTHING, "memory": (MEMORY[0], MEMORY[1], {**MEMORY[2], "MEMORY_FILE_PATH": str(tmp_path / "m.jsonl")})}))
     served = Served(path, "--aggregate", "--enable-oauth", "--dev-user", "alice", "--oauth-store", f"sqlite:{tmp_path / 'oauth.db'}")
     url = f"{served.base}/mcp"
-    callback = f"http://127.0.0.1:{free_port()}/callback"
-
-    class Memory:
-        tokens = client = None
-
-        async def get_tokens(self):
-            return self.tokens
-
-        async def set_tokens(self, tokens):
-            self.tokens = tokens
-
-        async def get_client_info(self):
-            return self.client
-
-        async def set_client_info(self, client):
-            self.client = client
-
-    reached = {}
-
-    async def redirect_handler(authorization_url: str) -> None:
-        reached["url"] = await anyio.to_thread.run_sync(consent_until, authorization_url, callback)
-
-    async def callback_handler() -> AuthorizationCodeResult:
-        query = urllib.parse.parse_qs(urllib.parse.urlparse(reached["url"]).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
-
-    storage = Memory()
-    provider = OAuthClientProvider(url, OAuthClientMetadata(redirect_uris=[callback], client_name="python sdk"), storage,
-                                   redirect_handler=redirect_handler, callback_handler=callback_handler)
+    http, storage = sdk_oauth(url)
     try:
-        http = create_mcp_http_client(auth=provider)
         async with http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
             listed = {tool.name for tool in (await client.list_tools()).tools}
             assert "everything__echo" in listed and "memory__read_graph" in listed, listed

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from clients.browser import StopAt, consent_until, open_and_consent
+from clients.browser import StopAt, open_and_consent
 from helpers.conformance import NEXT_SUITE, checks_of
 from helpers.host import relay_binary, through_relay
 from helpers.paths import BROWSER, NODE_BIN, PEER_SCRIPTS
@@ -357,51 +357,16 @@ def copy_peer(name: str):
 
 
 async def test_the_python_sdk_s_oauth_client_signs_in_and_calls(tmp_path):
-    import anyio
     from mcp.client import Client
-    from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-    from mcp.shared.auth import OAuthClientMetadata
+
+    from helpers.sdk_oauth import sdk_oauth
 
     port = free_port()
     serve = start_as(port, f"sqlite:{tmp_path / 'oauth.db'}", "--oauth-scope", "mcp:tools")
     url = f"http://127.0.0.1:{port}/mcp"
-    callback = f"http://127.0.0.1:{free_port()}/callback"
-
-    class Memory:
-        def __init__(self):
-            self.tokens = self.client = None
-
-        async def get_tokens(self):
-            return self.tokens
-
-        async def set_tokens(self, tokens):
-            self.tokens = tokens
-
-        async def get_client_info(self):
-            return self.client
-
-        async def set_client_info(self, client):
-            self.client = client
-
-    reached = {}
-
-    async def redirect_handler(authorization_url: str) -> None:
-        # The user's browser: the consent page, Allow, and the redirect to the callback.
-        reached["url"] = await anyio.to_thread.run_sync(consent_until, authorization_url, callback)
-
-    async def callback_handler() -> AuthorizationCodeResult:
-        query = urllib.parse.parse_qs(urllib.parse.urlparse(reached["url"]).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
-
-    storage = Memory()
-    provider = OAuthClientProvider(
-        url, OAuthClientMetadata(redirect_uris=[callback], client_name="python sdk"), storage,
-        redirect_handler=redirect_handler, callback_handler=callback_handler,
-    )
+    http, storage = sdk_oauth(url)
     try:
-        http = create_mcp_http_client(auth=provider)
         async with http, Client(streamable_http_client(url, http_client=http), mode="2026-07-28", cache=None) as client:
             result = await client.call_tool("whoami", {})
             assert not result.is_error, result

@@ -52,6 +52,26 @@ async fn initialize_at(serve: &Serve, path: &str, token: &str) -> Answer {
         .await
 }
 
+/// `tools/call NAME` in `session` at the aggregate endpoint, with `bearer` if given.
+async fn call_in(
+    serve: &Serve,
+    session: &str,
+    bearer: Option<&str>,
+    name: &str,
+    arguments: serde_json::Value,
+) -> Answer {
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}});
+    let auth = bearer.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![("mcp-session-id", session)];
+    if let Some(auth) = &auth {
+        headers.push(("authorization", auth.as_str()));
+    }
+    serve
+        .send("POST", "/mcp", &headers, &call.to_string())
+        .await
+}
+
 /// Signs `alice` in for `resource` (none: the client names no resource); the access token.
 async fn token_for(serve: &Serve, client_id: &str, resource: Option<&str>) -> String {
     let pkce = Pkce::new();
@@ -126,17 +146,14 @@ async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() 
     assert_eq!(init.status, 200, "{}", init.body);
     serve.wait_stderr("principal=alice").await;
     let session = init.session();
-    let auth = format!("Bearer {aggregate}");
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "beta__echo", "arguments": {"text": "through the aggregate"}}});
-    let answer = serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("authorization", &auth), ("mcp-session-id", &session)],
-            &call.to_string(),
-        )
-        .await;
+    let answer = call_in(
+        &serve,
+        &session,
+        Some(&aggregate),
+        "beta__echo",
+        json!({"text": "through the aggregate"}),
+    )
+    .await;
     assert!(
         answer.body.contains("through the aggregate"),
         "{}",
@@ -335,16 +352,7 @@ async fn a_remote_server_of_the_file_logs_in_with_its_client_credentials_through
         )
         .await;
     assert!(listed.body.contains("saas__whoami"), "{}", listed.body);
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "saas__whoami", "arguments": {}}});
-    let called = serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("mcp-session-id", &session)],
-            &call.to_string(),
-        )
-        .await;
+    let called = call_in(&serve, &session, None, "saas__whoami", json!({})).await;
     assert!(called.body.contains("signed in"), "{}", called.body);
     let presented = upstream.posts_of("tools/call")[0].header("authorization");
     assert!(
@@ -398,16 +406,7 @@ async fn a_remote_server_of_the_file_uses_the_login_stored_by_mcp_stdio_login() 
     .await;
     let init = serve.send("POST", "/mcp", &[], &initialize_body()).await;
     let session = init.session();
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "saas__whoami", "arguments": {}}});
-    let called = serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("mcp-session-id", &session)],
-            &call.to_string(),
-        )
-        .await;
+    let called = call_in(&serve, &session, None, "saas__whoami", json!({})).await;
     assert!(called.body.contains("signed in"), "{}", called.body);
     let forms = scene.world.token_forms.lock().unwrap().clone();
     assert_eq!(forms.len(), 1, "the stored login was used, not a new one");
@@ -449,33 +448,14 @@ async fn the_identity_providers_tokens_name_their_user_at_the_aggregate_endpoint
     assert_eq!(init.status, 200, "{}", init.body);
     serve.wait_stderr("principal=ada").await;
     let session = init.session();
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "alpha__whoami", "arguments": {}}});
-    let auth = format!("Bearer {ada}");
-    let answer = serve
-        .send(
-            "POST",
-            "/mcp",
-            &[("authorization", &auth), ("mcp-session-id", &session)],
-            &call.to_string(),
-        )
-        .await;
+    let answer = call_in(&serve, &session, Some(&ada), "alpha__whoami", json!({})).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     // Another user cannot use ada's aggregate session.
     let bob = key.sign(&issuer.claims("bob", audience, ""), Some("k1"));
-    let stolen = serve
-        .send(
-            "POST",
-            "/mcp",
-            &[
-                ("authorization", &format!("Bearer {bob}")),
-                ("mcp-session-id", &session),
-            ],
-            &call.to_string(),
-        )
-        .await;
+    let stolen = call_in(&serve, &session, Some(&bob), "alpha__whoami", json!({})).await;
     assert_eq!(stolen.status, 404, "{}", stolen.body);
     assert_eq!(serve.send("GET", "/metrics", &[], "").await.status, 401);
+    let auth = format!("Bearer {ada}");
     let metrics = serve
         .send("GET", "/metrics", &[("authorization", &auth)], "")
         .await;
