@@ -133,10 +133,7 @@ pub fn page(
     field("code_challenge", &request.code_challenge);
     field("code_challenge_method", "S256");
     field("scope", &request.scope);
-    // None asked of a `serve --config` listener: none sent back (every endpoint).
-    if !request.resource.is_empty() {
-        field("resource", &request.resource);
-    }
+    field("resource", &request.resource);
     if let Some(state) = &request.state {
         field("state", state);
     }
@@ -152,11 +149,10 @@ pub fn page(
 <button type=\"submit\" name=\"decision\" value=\"approve\">Allow</button>\
 <button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button></form>",
         client_id = escape(&request.client_id),
-        // An empty resource is every endpoint of a `serve --config` listener.
-        resource = if request.resource.is_empty() {
-            "every server of this gateway".to_owned()
-        } else {
-            escape(&request.resource)
+        // `…/*`: every endpoint of a `serve --config` listener.
+        resource = match super::issuer::every_endpoint_base(&request.resource) {
+            Some(base) => format!("every server of this gateway ({}/…)", escape(base)),
+            None => escape(&request.resource),
         },
         user = escape(user),
         back = escape(&back_to),

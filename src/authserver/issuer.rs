@@ -79,6 +79,29 @@ impl Issuer {
     }
 }
 
+/// The path (under the issuer's prefix) of the resource a `serve --config` grant has when
+/// the client named none: every endpoint of the listener.
+pub const EVERY_ENDPOINT: &str = "/*";
+
+/// For a grant to every endpoint of a listener (`…/*`), the `scheme://host[:port][prefix]`
+/// its endpoints' paths go under.
+pub fn every_endpoint_base(granted: &str) -> Option<&str> {
+    granted.strip_suffix(EVERY_ENDPOINT)
+}
+
+/// Whether `presented` is under a grant to every endpoint of a listener: the token
+/// endpoint lets a client name one of them (the grant stays as it was; the MCP request
+/// is checked against the listener's endpoints).
+pub fn within_every_endpoint(granted: &str, presented: &str) -> bool {
+    every_endpoint_base(granted).is_some_and(|base| {
+        let base = base.to_ascii_lowercase();
+        let presented = presented.to_ascii_lowercase();
+        presented
+            .strip_prefix(&base)
+            .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
 /// Whether `presented` names the same resource as `ours` (RFC 8707): scheme and host
 /// compared case-insensitively, a trailing `/` ignored.
 pub fn same_resource(presented: &str, ours: &str) -> bool {
@@ -118,6 +141,31 @@ mod tests {
         assert_eq!(issuer.local_endpoint("/a/token"), None);
         let root = Issuer::from_public_url(&Url::parse("https://example.com/mcp").unwrap(), "/mcp");
         assert_eq!(root.identifier(), "https://example.com");
+    }
+
+    #[test]
+    fn a_grant_to_every_endpoint_covers_paths_under_its_origin_only() {
+        let every = "http://127.0.0.1:8080/team/*";
+        assert_eq!(
+            every_endpoint_base(every),
+            Some("http://127.0.0.1:8080/team")
+        );
+        assert!(within_every_endpoint(
+            every,
+            "http://127.0.0.1:8080/team/a/mcp"
+        ));
+        assert!(!within_every_endpoint(
+            every,
+            "http://127.0.0.1:8081/team/a/mcp"
+        ));
+        assert!(!within_every_endpoint(
+            every,
+            "http://127.0.0.1:8080/teams/a/mcp"
+        ));
+        assert!(!within_every_endpoint(
+            "http://127.0.0.1:8080/mcp",
+            "http://127.0.0.1:8080/mcp"
+        ));
     }
 
     #[test]

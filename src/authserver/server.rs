@@ -135,8 +135,13 @@ impl AuthServer {
                 _ => Ok(ours),
             };
         };
-        let Some(asked) = asked else {
-            return Ok(String::new());
+        // Naming none (or the marker itself, as the consent form sends it back): every
+        // endpoint of this listener, at this origin.
+        let every = issuer.resource_at(issuer::EVERY_ENDPOINT);
+        let asked = match asked {
+            None => return Ok(every),
+            Some(asked) if asked == every => return Ok(every),
+            Some(asked) => asked,
         };
         let resources: Vec<String> = paths.iter().map(|p| issuer.resource_at(p)).collect();
         resources
@@ -149,6 +154,20 @@ impl AuthServer {
                     resources.join(", ")
                 )
             })
+    }
+
+    /// Whether a grant for every endpoint of a `serve --config` listener (`granted` ends
+    /// in `/*`) covers `resource`: one of the listener's endpoints now, at the same origin.
+    fn listener_covers(&self, granted: &str, resource: &str) -> bool {
+        let Some(base) = issuer::every_endpoint_base(granted) else {
+            return false;
+        };
+        let listener = self.listener_paths.read().expect("paths lock");
+        listener.as_ref().is_some_and(|paths| {
+            paths
+                .iter()
+                .any(|path| issuer::same_resource(resource, &format!("{base}{path}")))
+        })
     }
 
     /// The grant behind an MCP request's access token, if it is live and for `resource`.
@@ -182,6 +201,7 @@ impl AuthServer {
         if !grant.resource.is_empty()
             && grant.resource != resource
             && !issuer::same_resource(&grant.resource, resource)
+            && !self.listener_covers(&grant.resource, resource)
         {
             return Err(AccessRefused::WrongResource);
         }

@@ -119,10 +119,10 @@ async fn authorization_code(server: &AuthServer, params: &Params, client_id: Str
                 if !challenge_matches(&verifier, &code.code_challenge) {
                     return Err(Mismatch::Verifier);
                 }
-                if resource
-                    .as_deref()
-                    .is_some_and(|r| !super::issuer::same_resource(r, &code.resource))
-                {
+                if resource.as_deref().is_some_and(|r| {
+                    !super::issuer::same_resource(r, &code.resource)
+                        && !super::issuer::within_every_endpoint(&code.resource, r)
+                }) {
                     return Err(Mismatch::Resource);
                 }
                 Ok(())
@@ -159,10 +159,10 @@ async fn refresh_token(server: &AuthServer, params: &Params, client_id: String) 
                 if grant.client_id != expected_client {
                     return Err(Mismatch::Client);
                 }
-                if resource
-                    .as_deref()
-                    .is_some_and(|r| !super::issuer::same_resource(r, &grant.resource))
-                {
+                if resource.as_deref().is_some_and(|r| {
+                    !super::issuer::same_resource(r, &grant.resource)
+                        && !super::issuer::within_every_endpoint(&grant.resource, r)
+                }) {
                     return Err(Mismatch::Resource);
                 }
                 let held: Vec<&str> = grant.scope.split(' ').collect();

@@ -113,9 +113,17 @@ impl Aggregates {
         self.current().first().map(|a| a.gateway.clone())
     }
 
-    /// A reload is about to replace (or remove) the servers `names`: every endpoint lets go
-    /// of its own sessions with them (which their old generation would end) and reads their
-    /// lists again from the new one.
+    /// A reload is about to replace (or remove) the servers `names`: every endpoint stops
+    /// starting sessions with them, and takes the end of its sessions with their old
+    /// generation for what it is.
+    pub fn servers_replacing(&self, names: &[String]) {
+        for aggregate in self.current() {
+            aggregate.endpoint.servers_replacing(names);
+        }
+    }
+
+    /// The reload replaced them: every endpoint lets go of its own sessions with their old
+    /// generation and reads their lists again from the new one.
     pub async fn servers_replaced(&self, names: &[String]) {
         for aggregate in self.current() {
             aggregate.endpoint.servers_replaced(names).await;
@@ -177,10 +185,9 @@ impl Aggregates {
             aggregate.stop().await;
             tracing::info!(aggregate = %name, "an old aggregate endpoint stopped");
         });
-        self.retirements
-            .lock()
-            .expect("retirements lock")
-            .push(task);
+        let mut retirements = self.retirements.lock().expect("retirements lock");
+        retirements.retain(|task| !task.is_finished());
+        retirements.push(task);
     }
 
     /// `/readyz`'s lines for the aggregates, and whether one that fails closed has a

@@ -168,7 +168,9 @@ async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
             }
             () = hangups.next() => {
                 if let Route::Many(servers) = route {
-                    servers.reload().await;
+                    // Off the accept loop: a reload may wait on a server's start.
+                    let servers = servers.clone();
+                    tokio::spawn(async move { servers.reload().await });
                 }
             }
             accepted = listener.accept() => {

@@ -55,6 +55,8 @@ pub struct Servers {
     /// The aggregate endpoints (`--aggregate`, `[aggregates.NAME]`); `None` until the
     /// servers they reach have started.
     pub(super) aggregates: Option<aggregates::Aggregates>,
+    /// Held by the reload in progress.
+    pub(super) reloading: tokio::sync::Mutex<()>,
     /// `--enable-oauth`: one authorization server for every endpoint of the listener
     /// (servers with an `auth` of their own excepted), and its housekeeping.
     pub(super) authorization: Option<(Arc<AuthServer>, CancellationToken)>,
@@ -114,6 +116,7 @@ impl Servers {
         };
         let mut servers = Servers {
             authorization,
+            reloading: tokio::sync::Mutex::new(()),
             reload_grace: base.reload_grace,
             base,
             file,
@@ -241,15 +244,16 @@ impl Servers {
             running.stop().await;
             tracing::info!(server = %name, "an old server generation stopped");
         });
-        self.retirements
-            .lock()
-            .expect("retirements lock")
-            .push(task);
+        let mut retirements = self.retirements.lock().expect("retirements lock");
+        retirements.retain(|task| !task.is_finished());
+        retirements.push(task);
     }
 
     /// SIGHUP: reads the file again and applies the difference; a file that does not
     /// parse (or names a program that cannot be found) changes nothing.
     pub async fn reload(&self) {
+        // One reload at a time (each runs in a task of its own, off the accept loop).
+        let _one_at_a_time = self.reloading.lock().await;
         let loaded =
             config_file::load(&self.file, &|name| std::env::var(name).ok()).and_then(|loaded| {
                 let named: Vec<config_aggregates::Server<'_>> = loaded
@@ -293,9 +297,9 @@ impl Servers {
             .filter(|name| !entries.iter().any(|e| &e.name == *name))
             .cloned()
             .collect();
+        let replaced: Vec<String> = changed.iter().chain(&removed).cloned().collect();
         if let Some(aggregates) = &self.aggregates {
-            let replaced: Vec<String> = changed.iter().chain(&removed).cloned().collect();
-            aggregates.servers_replaced(&replaced).await;
+            aggregates.servers_replacing(&replaced);
         }
         for entry in entries {
             let differs = added.contains(&entry.name) || changed.contains(&entry.name);
@@ -307,6 +311,7 @@ impl Servers {
             self.remove(name);
         }
         if let Some(aggregates) = &self.aggregates {
+            aggregates.servers_replaced(&replaced).await;
             aggregates
                 .apply(specs, self.reload_grace, &self.closing)
                 .await;

@@ -67,6 +67,16 @@ impl Servers {
             let span = gateway.config.span();
             return front::handle(gateway, peer, request).instrument(span).await;
         }
+        // The listener's authorization server first: its endpoints are one segment
+        // (`/token`, `/authorize`, …) or its metadata, which no server's name may hide.
+        let authorization_path = !path.trim_start_matches('/').contains('/')
+            || path.starts_with("/.well-known/oauth-authorization-server")
+            || path.starts_with("/.well-known/openid-configuration");
+        if self.authorization.is_some() && authorization_path {
+            return self
+                .not_a_server(path.trim_start_matches('/'), peer, request)
+                .await;
+        }
         let name = path
             .strip_prefix(PRM_PREFIX)
             .unwrap_or(&path)
@@ -124,7 +134,9 @@ impl Servers {
         peer: SocketAddr,
         request: Request<Inbound>,
     ) -> Response<Body> {
-        if let Some(home) = self.authorization.as_ref().and(self.home()) {
+        // Protected-resource metadata names one endpoint: not the home's for another.
+        let metadata = request.uri().path().starts_with(PRM_PREFIX);
+        if !metadata && let Some(home) = self.authorization.as_ref().and(self.home()) {
             let span = home.config.span();
             let answer = front::handle(home, peer, request).instrument(span).await;
             if answer.status() != StatusCode::NOT_FOUND {
@@ -152,11 +164,17 @@ impl Servers {
     /// aggregate endpoint, or else the first server without an `auth` of its own).
     async fn metrics(&self, peer: SocketAddr, request: &Request<Inbound>) -> Response<Body> {
         let checked = self.base.resource_server.is_some() || self.base.auth_server.is_some();
-        if checked
-            && let Some(home) = self.home()
-            && let Err(refused) = front::check_caller(&home, peer, request.headers()).await
-        {
-            return refused;
+        if checked {
+            // No endpoint checks callers the command line's way: nobody can be checked.
+            let Some(home) = self.home() else {
+                return text(
+                    StatusCode::UNAUTHORIZED,
+                    "no endpoint of this file checks callers the command line's way, so /metrics cannot be authorized\n",
+                );
+            };
+            if let Err(refused) = front::check_caller(&home, peer, request.headers()).await {
+                return refused;
+            }
         }
         if let Some(token) = &self.base.auth_token {
             let presented = request

@@ -85,14 +85,16 @@ async fn token_for(serve: &Serve, client_id: &str, resource: Option<&str>) -> St
 async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let own_token = "gamma-own-token-0123456789";
+    // A server named like one of the authorization server's endpoints does not hide it.
     let text = format!(
-        "{}{}{}[aggregates.team]\npath = \"/mcp\"\nservers = [\"alpha\", \"beta\"]\n",
+        "{}{}{}{}[aggregates.team]\npath = \"/mcp\"\nservers = [\"alpha\", \"beta\"]\n",
         entry("alpha", ""),
         entry("beta", ""),
         entry(
             "gamma",
             "auth = { mode = \"token\", token_env = \"GAMMA_TOKEN\" }"
-        )
+        ),
+        entry("token", "auth = { mode = \"open\" }"),
     );
     let file = write(dir.path(), &text);
     let store = format!("sqlite:{}", dir.path().join("oauth.db").display());
@@ -169,7 +171,17 @@ async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() 
     );
     assert_eq!(initialize_at(&serve, "/mcp", &alpha).await.status, 401);
 
-    // Naming none: every endpoint that uses this server.
+    // Naming none: every endpoint that uses this server (the consent page says so).
+    let pkce = Pkce::new();
+    let page = serve
+        .send("GET", &authorize_path(&client_id, &pkce, &[]), &[], "")
+        .await;
+    assert!(
+        page.body
+            .contains(&format!("every server of this gateway ({origin}/…)")),
+        "{}",
+        page.body
+    );
     let every = token_for(&serve, &client_id, None).await;
     for path in ["/mcp", "/alpha/mcp", "/beta/mcp"] {
         let init = initialize_at(&serve, path, &every).await;
@@ -229,6 +241,16 @@ async fn one_authorization_server_issues_tokens_for_each_endpoint_of_the_file() 
     ] {
         assert!(!log.contains(secret), "a token reached the log");
     }
+    // Metadata for an endpoint that does not exist is not another endpoint's.
+    let no_such = serve
+        .send(
+            "GET",
+            "/.well-known/oauth-protected-resource/nope/mcp",
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(no_such.status, 404, "{}", no_such.body);
     // Not a server and not the authorization server's: the 404 lists the endpoints.
     let unknown = serve.send("GET", "/nothing", &[], "").await;
     assert_eq!(unknown.status, 404);

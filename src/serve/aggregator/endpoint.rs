@@ -5,6 +5,7 @@
 //! `--aggregate-retry-after`, and used again once it answers.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -44,6 +45,11 @@ pub struct Endpoint {
     pub changes: broadcast::Sender<Bytes>,
     /// A call started trying the servers that are down again, in the background.
     pub(super) reviving: std::sync::atomic::AtomicBool,
+    /// Per server: a reload is replacing it (`servers_replacing`), so no scout is started
+    /// on its old generation and one that ends is not restarted or marked down.
+    replacing: Vec<AtomicBool>,
+    /// `stop` was called: a scout that finishes starting afterwards is ended at once.
+    stopped: AtomicBool,
 }
 
 impl Endpoint {
@@ -69,6 +75,8 @@ impl Endpoint {
             // (`backend::Inner::follow_endpoint`), so the size loses nothing.
             changes: broadcast::channel(64).0,
             reviving: std::sync::atomic::AtomicBool::new(false),
+            replacing: (0..count).map(|_| AtomicBool::new(false)).collect(),
+            stopped: AtomicBool::new(false),
             uris,
             members,
             spec,
@@ -157,6 +165,12 @@ impl Endpoint {
         {
             return Err(self.why_down(server));
         }
+        if self.replacing[server].load(Ordering::SeqCst) {
+            return Err(format!(
+                "the server {:?} behind this endpoint is being reloaded; try again in a moment",
+                self.server_name(server)
+            ));
+        }
         let name = self.server_name(server).to_owned();
         let wait = self.flags.timeout;
         let capabilities = profile.ask.capabilities();
@@ -172,6 +186,10 @@ impl Endpoint {
             ))
         });
         match started {
+            Ok((session, _)) if self.stopped.load(Ordering::SeqCst) => {
+                session.end.cancel();
+                Err("the aggregate endpoint stopped".into())
+            }
             Ok((session, handshake)) => {
                 scout.session = Some(session.clone());
                 scout.handshake = Some(handshake.clone());
@@ -268,15 +286,19 @@ impl Endpoint {
             let Some(endpoint) = endpoint.upgrade() else {
                 return;
             };
-            // Ended because a reload replaced it (`servers_replaced`): nothing to do.
-            if let Some(profile) = profile.upgrade()
-                && let Ok(scout) = profile.scouts[server].try_lock()
-                && !scout
+            // Ended because a reload replaces it, or replaced it: nothing to do.
+            if endpoint.replacing[server].load(Ordering::SeqCst) {
+                return;
+            }
+            if let Some(profile) = profile.upgrade() {
+                let scout = profile.scouts[server].lock().await;
+                if !scout
                     .session
                     .as_ref()
                     .is_some_and(|s| Arc::ptr_eq(s, &session))
-            {
-                return;
+                {
+                    return;
+                }
             }
             if started.elapsed() < endpoint.flags.retry_after {
                 tracing::warn!(aggregate = %endpoint.spec.name, server = %endpoint.server_name(server), "the server's session ended at once; left out until it answers again");
@@ -412,8 +434,24 @@ impl Endpoint {
 
     /// Ends the scouts (the endpoint stops).
     pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
         for profile in self.every_profile() {
             profile.stop();
+        }
+    }
+
+    fn indices_of(&self, names: &[String]) -> Vec<usize> {
+        (0..self.spec.servers.len())
+            .filter(|&i| names.iter().any(|n| n == self.server_name(i)))
+            .collect()
+    }
+
+    /// A reload is about to replace (or remove) the servers `names`: until
+    /// `servers_replaced`, no scout is started for them and one that ends (its old
+    /// generation stopping) is neither restarted nor taken for a failure.
+    pub fn servers_replacing(&self, names: &[String]) {
+        for server in self.indices_of(names) {
+            self.replacing[server].store(true, Ordering::SeqCst);
         }
     }
 
@@ -422,9 +460,7 @@ impl Endpoint {
     /// client is told the lists changed). Client sessions' member sessions go on with the
     /// old generation until they end, as a server's own sessions do.
     pub async fn servers_replaced(&self, names: &[String]) {
-        let indices: Vec<usize> = (0..self.spec.servers.len())
-            .filter(|&i| names.iter().any(|n| n == self.server_name(i)))
-            .collect();
+        let indices = self.indices_of(names);
         if indices.is_empty() {
             return;
         }
@@ -439,6 +475,7 @@ impl Endpoint {
             }
         }
         for &server in &indices {
+            self.replacing[server].store(false, Ordering::SeqCst);
             self.set_state(server, ServerState::NotStarted);
             for list in [List::Tools, List::Prompts, List::Resources] {
                 self.list_changed(server, list);
