@@ -17,6 +17,7 @@ pub mod jwks;
 pub mod logging;
 pub mod oauth;
 pub mod parking;
+pub mod policy;
 pub mod postgres_dsn;
 pub mod relay;
 mod remembered;

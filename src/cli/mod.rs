@@ -10,6 +10,7 @@ use url::Url;
 mod check;
 mod docs;
 mod oauth;
+mod policy;
 mod relay;
 mod sandbox;
 mod serve;
@@ -57,6 +58,8 @@ enum Command {
     /// Probe a server and say what it speaks: transport, era, server, capabilities, counts,
     /// authorization, timings (a stored login is used; no token is printed).
     Check(Box<check::CheckArgs>),
+    /// Work with policy files (`policy check FILE --as PRINCIPAL.json --call TOOL`).
+    Policy(policy::PolicyArgs),
     /// Print a shell completion script (bash, zsh, fish or powershell).
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), or write one page per subcommand with --dir.
@@ -131,6 +134,7 @@ pub fn main() -> i32 {
         Command::Status(args) => tokens::status(args),
         Command::Token(args) => tokens::token(args),
         Command::Check(args) => check::check(*args),
+        Command::Policy(args) => policy::run(args),
         Command::Completions(args) => docs::completions(args),
         Command::Manpage(args) => docs::manpage(args),
     }
@@ -174,6 +178,7 @@ const SUBCOMMANDS: &[&str] = &[
     "completions",
     "manpage",
     "help",
+    "policy",
 ];
 
 /// `mcp-stdio [OPTIONS] URL` (the Python tool's form) means `mcp-stdio relay [OPTIONS] URL`.

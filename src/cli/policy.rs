@@ -1,0 +1,243 @@
+//! `mcp-stdio policy check FILE --as PRINCIPAL.json --call TOOL …`: what a policy file
+//! decides for one request, offline, with every rule's verdict (exit 0 allowed, 1 hidden
+//! or refused, 2 a bad file or flag).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::{EXIT_USAGE, report_usage_error};
+use crate::policy::{Client, Decision, Input, Limits, Policy, Principal, Target};
+
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    command: PolicyCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Explain what a policy file decides for one request: every rule's verdict, then the
+    /// decision (exit 0 allowed, 1 hidden or refused).
+    Check(Box<CheckArgs>),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true))]
+struct CheckArgs {
+    /// The policy file (TOML: `[[rules]]` with name, phase, effect, when, message).
+    file: PathBuf,
+    /// The caller: a JSON file with `sub`, `claims`, `scopes`, `user`, `groups`, or a
+    /// token's claims as they are (then `sub` and `scope` come from them). Default: an
+    /// anonymous caller.
+    #[arg(long = "as", value_name = "PRINCIPAL.json")]
+    principal: Option<PathBuf>,
+    /// A `tools/call` of this tool.
+    #[arg(long, value_name = "TOOL", group = "what")]
+    call: Option<String>,
+    /// A `resources/read` of this URI.
+    #[arg(long, value_name = "URI", group = "what")]
+    read: Option<String>,
+    /// A `prompts/get` of this prompt.
+    #[arg(long, value_name = "NAME", group = "what")]
+    prompt: Option<String>,
+    /// Only whether the lists show it (the list phase), not whether it may be used.
+    #[arg(long)]
+    list: bool,
+    /// The call's arguments, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    arguments: Option<String>,
+    /// The tool's annotations as its server lists them, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    annotations: Option<String>,
+    /// The server the request goes to (with aggregation, the backend's name).
+    #[arg(long, default_value = "")]
+    server: String,
+    /// The endpoint's path.
+    #[arg(long, default_value = "/mcp")]
+    endpoint: String,
+    /// The client's name, as its handshake gives it.
+    #[arg(long, default_value = "")]
+    client: String,
+    /// The client's protocol era: handshake or 2026-07-28.
+    #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28"])]
+    era: String,
+}
+
+pub fn run(args: PolicyArgs) -> i32 {
+    let PolicyCommand::Check(args) = args.command;
+    match check(*args) {
+        Ok((allowed, report)) => {
+            print(&report);
+            if allowed { 0 } else { 1 }
+        }
+        Err(message) => {
+            report_usage_error(&message);
+            EXIT_USAGE
+        }
+    }
+}
+
+#[allow(clippy::print_stdout)] // the command's output
+fn print(report: &str) {
+    print!("{report}");
+}
+
+fn check(args: CheckArgs) -> Result<(bool, String), String> {
+    let file = args.file.display().to_string();
+    let text =
+        std::fs::read_to_string(&args.file).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let specs = crate::policy::parse(&text).map_err(|e| format!("{file}: {e}"))?;
+    let policy = Policy::new(specs, &Limits::default()).map_err(|e| format!("{file}: {e}"))?;
+    let principal = match &args.principal {
+        Some(path) => principal(path)?,
+        None => Principal::default(),
+    };
+    let json = |raw: &Option<String>, flag: &str| -> Result<Option<Value>, String> {
+        raw.as_deref()
+            .map(|text| {
+                serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| {
+                        format!("{flag} must be a JSON object, e.g. '{{\"path\": \"/tmp/a\"}}'")
+                    })
+            })
+            .transpose()
+    };
+    let arguments = json(&args.arguments, "--arguments")?;
+    let annotations = json(&args.annotations, "--annotations")?;
+    let (method, target) = match (&args.call, &args.read, &args.prompt) {
+        (Some(tool), _, _) => (
+            if args.list {
+                "tools/list"
+            } else {
+                "tools/call"
+            },
+            Target::Tool {
+                name: tool,
+                annotations: annotations.as_ref(),
+            },
+        ),
+        (_, Some(uri), _) => (
+            if args.list {
+                "resources/list"
+            } else {
+                "resources/read"
+            },
+            Target::Resource { uri },
+        ),
+        (_, _, Some(name)) => (
+            if args.list {
+                "prompts/list"
+            } else {
+                "prompts/get"
+            },
+            Target::Prompt { name },
+        ),
+        _ => return Err("say what to check: --call TOOL, --read URI or --prompt NAME".into()),
+    };
+    let client = Client {
+        name: args.client.clone(),
+        version: String::new(),
+        era: args.era.clone(),
+    };
+    let input = Input {
+        principal: &principal,
+        server: &args.server,
+        endpoint: &args.endpoint,
+        method,
+        target,
+        arguments: arguments.as_ref(),
+        client: &client,
+    };
+    let (decision, steps) = policy.explain(&input, args.list);
+    let mut report = format!("policy {file}: {} rules\n", policy.len());
+    for warning in policy.warnings() {
+        report.push_str(&format!("note: {warning}\n"));
+    }
+    report.push_str(&format!(
+        "request: {method}, {:?}, on server {:?} at {}, as {}\n",
+        args.call
+            .as_deref()
+            .or(args.read.as_deref())
+            .or(args.prompt.as_deref())
+            .unwrap_or(""),
+        args.server,
+        args.endpoint,
+        principal
+            .sub
+            .as_deref()
+            .map_or("an anonymous caller".to_owned(), |s| format!("{s:?}")),
+    ));
+    for step in &steps {
+        let verdict = match &step.holds {
+            Ok(true) => "holds".to_owned(),
+            Ok(false) => "does not hold".to_owned(),
+            Err(why) => format!("cannot be evaluated: {why}"),
+        };
+        report.push_str(&format!(
+            "  {:<4} {:<7} {:<24} {verdict}\n",
+            step.phase.as_str(),
+            step.effect.as_str(),
+            step.rule
+        ));
+    }
+    let (allowed, line) = match decision {
+        Decision::Allow => (true, "allowed".to_owned()),
+        Decision::Hidden { rule } => (
+            false,
+            format!(
+                "hidden (rule {rule:?}): the lists do not show it, and using it answers as if it did not exist"
+            ),
+        ),
+        Decision::Refused { rule, why } => (false, format!("refused by rule {rule:?}: {why}")),
+    };
+    report.push_str(&format!("decision: {line}\n"));
+    Ok((allowed, report))
+}
+
+/// A principal file: the gateway's own shape, or a token's claims as they are.
+fn principal(path: &std::path::Path) -> Result<Principal, String> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--as: cannot read {shown}: {e}"))?;
+    let value: Value = serde_json::from_str(&text)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| format!("--as {shown}: not a JSON object; write {{\"sub\": \"ada\", \"claims\": {{…}}, \"scopes\": [\"mcp:tools\"], \"groups\": [\"staff\"]}}"))?;
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        match v {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            Some(Value::String(s)) => s
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let text_of = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    if let Some(claims) = value.get("claims") {
+        return Ok(Principal {
+            sub: text_of(value.get("sub")).or_else(|| text_of(claims.get("sub"))),
+            claims: claims.clone(),
+            scopes: strings(value.get("scopes")),
+            user: text_of(value.get("user")),
+            groups: strings(value.get("groups")),
+        });
+    }
+    // A token's claims as they are.
+    Ok(Principal {
+        sub: text_of(value.get("sub")),
+        scopes: strings(value.get("scope").or(value.get("scp"))),
+        groups: Vec::new(),
+        user: None,
+        claims: value,
+    })
+}

@@ -1,0 +1,259 @@
+//! A policy's decision for one request, in one order for every phase: any `deny` rule that
+//! holds refuses; every `require` rule must hold; then an `allow` rule must hold, since a
+//! phase with rules refuses what none allows (a phase without rules allows everything). A
+//! condition that cannot be evaluated (a claim of another type, a missing key) never
+//! helps: it counts as a `deny` that holds, a `require` that fails, an `allow` that does
+//! not. A call is first checked as the list phase would show its target: what a
+//! principal cannot see, it cannot use either, and it is told the thing does not exist.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::input::Input;
+use super::rule::{self, Effect, Limits, Phase, Rule, RuleSpec};
+
+/// What the policy says about one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Not shown to this principal: answered as if it did not exist.
+    Hidden {
+        rule: String,
+    },
+    /// Refused by the call phase: the client is told which rule and why.
+    Refused {
+        rule: String,
+        why: String,
+    },
+}
+
+/// A set of compiled rules.
+pub struct Policy {
+    rules: Vec<Rule>,
+    /// The standard library, built once; each decision adds its variables in a scope.
+    root: cel::Context<'static, 'static>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("rules", &self.rules.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One rule's verdict on a request, for an explanation.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub rule: String,
+    pub phase: Phase,
+    pub effect: Effect,
+    /// Whether its condition holds, or why it could not be evaluated.
+    pub holds: Result<bool, String>,
+}
+
+/// Why a phase refused: the rule, and what to tell the client.
+type Refusal = (String, String);
+
+impl Policy {
+    /// Compiles `specs` within `limits`; every problem is reported, each naming its rule.
+    pub fn new(specs: Vec<RuleSpec>, limits: &Limits) -> Result<Policy, String> {
+        if specs.len() > limits.max_rules {
+            return Err(format!(
+                "{} rules, more than --policy-max-rules ({})",
+                specs.len(),
+                limits.max_rules
+            ));
+        }
+        let mut problems = Vec::new();
+        let mut rules: Vec<Rule> = Vec::new();
+        for spec in specs {
+            if rules.iter().any(|r| r.name == spec.name) {
+                problems.push(format!("rule {:?}: the name is used twice", spec.name));
+                continue;
+            }
+            match rule::compile(spec, limits) {
+                Ok(rule) => rules.push(rule),
+                Err(why) => problems.push(why),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
+        }
+        Ok(Policy {
+            rules,
+            root: cel::Context::default(),
+        })
+    }
+
+    /// A policy without rules: everything allowed.
+    pub fn open() -> Policy {
+        Policy {
+            rules: Vec::new(),
+            root: cel::Context::default(),
+        }
+    }
+
+    /// What the operator should know about the rules as written: a phase with rules but
+    /// no `allow` rule refuses everything.
+    pub fn warnings(&self) -> Vec<String> {
+        [(Phase::List, "list"), (Phase::Call, "call")]
+            .into_iter()
+            .filter(|(phase, _)| {
+                let mut of_phase = self.rules.iter().filter(|r| r.phase == *phase).peekable();
+                of_phase.peek().is_some() && !of_phase.any(|r| r.effect == Effect::Allow)
+            })
+            .map(|(_, name)| format!("the {name} phase has rules but no allow rule, so it refuses everything; add one, e.g. name = \"the-rest\", phase = \"{name}\", effect = \"allow\", when = \"true\""))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether a list shows the item `input` names to its principal.
+    pub fn visible(&self, input: &Input<'_>) -> Decision {
+        match self.phase(Phase::List, input) {
+            Ok(()) => Decision::Allow,
+            Err((rule, _)) => Decision::Hidden { rule },
+        }
+    }
+
+    /// Whether the principal may make the request `input` describes: hidden if the list
+    /// phase would not show its target, refused if the call phase says no.
+    pub fn call(&self, input: &Input<'_>) -> Decision {
+        if let Decision::Hidden { rule } = self.visible(input) {
+            return Decision::Hidden { rule };
+        }
+        match self.phase(Phase::Call, input) {
+            Ok(()) => Decision::Allow,
+            Err((rule, why)) => Decision::Refused { rule, why },
+        }
+    }
+
+    /// Every rule's verdict on `input` (the list phase's, then the call phase's unless
+    /// `list_only`), with the decision: what `policy check` shows.
+    pub fn explain(&self, input: &Input<'_>, list_only: bool) -> (Decision, Vec<Step>) {
+        let decision = if list_only {
+            self.visible(input)
+        } else {
+            self.call(input)
+        };
+        let steps = match self.scope(input) {
+            Ok(scope) => self
+                .rules
+                .iter()
+                .filter(|r| !list_only || r.phase == Phase::List)
+                .map(|rule| Step {
+                    rule: rule.name.clone(),
+                    phase: rule.phase,
+                    effect: rule.effect,
+                    holds: holds(rule, &scope),
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        (decision, steps)
+    }
+
+    fn phase(&self, phase: Phase, input: &Input<'_>) -> Result<(), Refusal> {
+        let mut rules = self.rules.iter().filter(|r| r.phase == phase).peekable();
+        if rules.peek().is_none() {
+            return Ok(());
+        }
+        let scope = self.scope(input)?;
+        let of = |effect: Effect| {
+            self.rules
+                .iter()
+                .filter(move |r| r.phase == phase && r.effect == effect)
+        };
+        for rule in of(Effect::Deny) {
+            match holds(rule, &scope) {
+                Ok(false) => {}
+                Ok(true) => return Err(refusal(rule, "it denies this")),
+                Err(why) => {
+                    return Err(unevaluated(rule, &why, "which counts as a denial"));
+                }
+            }
+        }
+        for rule in of(Effect::Require) {
+            match holds(rule, &scope) {
+                Ok(true) => {}
+                Ok(false) => return Err(refusal(rule, "its requirement does not hold")),
+                Err(why) => {
+                    return Err(unevaluated(rule, &why, "so its requirement does not hold"));
+                }
+            }
+        }
+        if of(Effect::Allow).any(|rule| holds(rule, &scope) == Ok(true)) {
+            return Ok(());
+        }
+        let phase = phase.as_str();
+        Err((
+            "default".into(),
+            format!(
+                "no allow rule of the {phase} phase holds for it, and a phase with rules refuses what none allows"
+            ),
+        ))
+    }
+
+    /// The root context with the request's variables.
+    fn scope(&self, input: &Input<'_>) -> Result<cel::Context<'_, 'static>, Refusal> {
+        let mut scope = self.root.new_inner_scope();
+        for (name, value) in input.variables() {
+            let value = cel::to_value(value).map_err(|e| {
+                (
+                    "default".to_owned(),
+                    format!("the request's {name} could not be given to the policy: {e}"),
+                )
+            })?;
+            scope.add_variable_from_value(name, value);
+        }
+        Ok(scope)
+    }
+}
+
+/// Whether `rule`'s condition holds; an error (or a panic in the evaluator) says why not.
+fn holds(rule: &Rule, scope: &cel::Context<'_, '_>) -> Result<bool, String> {
+    let result = catch_unwind(AssertUnwindSafe(|| rule.program.execute(scope)))
+        .map_err(|_| "the evaluator failed".to_owned())?;
+    match result {
+        Ok(cel::Value::Bool(value)) => Ok(value),
+        Ok(other) => Err(format!("it gave {}, not true or false", kind(&other))),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn kind(value: &cel::Value) -> &'static str {
+    match value {
+        cel::Value::Null => "null",
+        cel::Value::Int(_) | cel::Value::UInt(_) | cel::Value::Float(_) => "a number",
+        cel::Value::String(_) => "a string",
+        cel::Value::List(_) => "a list",
+        cel::Value::Map(_) => "a map",
+        _ => "a value",
+    }
+}
+
+/// A rule that could not be evaluated refused: its own message would claim it held, so the
+/// client (and the operator) is told what happened instead.
+fn unevaluated(rule: &Rule, error: &str, so: &str) -> Refusal {
+    (
+        rule.name.clone(),
+        format!(
+            "the policy rule {:?} could not be evaluated for this request ({error}), {so}",
+            rule.name
+        ),
+    )
+}
+
+fn refusal(rule: &Rule, why: &str) -> Refusal {
+    let told = rule
+        .message
+        .clone()
+        .unwrap_or_else(|| format!("the policy rule {:?} refused this: {why}", rule.name));
+    (rule.name.clone(), told)
+}
