@@ -153,6 +153,22 @@ fn check(args: CheckArgs) -> Result<(bool, String), String> {
         client: &client,
     };
     let (decision, steps) = policy.explain(&input, args.list);
+    Ok(report(
+        &file, &policy, &args, method, &principal, decision, &steps,
+    ))
+}
+
+/// What `policy check` prints: the request, every rule's verdict, and the decision; and
+/// whether it was allowed.
+fn report(
+    file: &str,
+    policy: &Policy,
+    args: &CheckArgs,
+    method: &str,
+    principal: &Principal,
+    decision: Decision,
+    steps: &[crate::policy::Step],
+) -> (bool, String) {
     let mut report = format!("policy {file}: {} rules\n", policy.len());
     for warning in policy.warnings() {
         report.push_str(&format!("note: {warning}\n"));
@@ -171,7 +187,7 @@ fn check(args: CheckArgs) -> Result<(bool, String), String> {
             .as_deref()
             .map_or("an anonymous caller".to_owned(), |s| format!("{s:?}")),
     ));
-    for step in &steps {
+    for step in steps {
         let verdict = match &step.holds {
             Ok(true) => "holds".to_owned(),
             Ok(false) => "does not hold".to_owned(),
@@ -195,7 +211,7 @@ fn check(args: CheckArgs) -> Result<(bool, String), String> {
         Decision::Refused { rule, why } => (false, format!("refused by rule {rule:?}: {why}")),
     };
     report.push_str(&format!("decision: {line}\n"));
-    Ok((allowed, report))
+    (allowed, report)
 }
 
 /// A principal file: the gateway's own shape, or a token's claims as they are.
