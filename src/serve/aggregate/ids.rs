@@ -27,28 +27,6 @@ impl Running {
     pub fn end(&mut self, id: &IdKey) {
         self.on.remove(id);
     }
-
-    /// The calls a backend was running when it went away (each gets an error naming it).
-    pub fn on_server(&mut self, server: usize) -> Vec<IdKey> {
-        let ids: Vec<IdKey> = self
-            .on
-            .iter()
-            .filter(|(_, s)| **s == server)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in &ids {
-            self.on.remove(id);
-        }
-        ids
-    }
-
-    pub fn len(&self) -> usize {
-        self.on.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.on.is_empty()
-    }
 }
 
 /// Backends' questions to the client, under the gateway's ids. At most `most` are kept
@@ -125,11 +103,6 @@ impl Questions {
         Some(serde_json::to_string(&found).expect("a string serializes"))
     }
 
-    /// Forgets a backend's questions when it goes away (their answers go nowhere).
-    pub fn forget_server(&mut self, server: usize) {
-        self.asked.retain(|_, (s, _)| *s != server);
-    }
-
     pub fn pending(&self) -> usize {
         self.asked.len()
     }
@@ -184,11 +157,8 @@ mod tests {
         assert_eq!(running.server_of(&key("\"1\"")), Some(1));
         running.end(&key("1"));
         assert_eq!(running.server_of(&key("1")), None);
-        running.start(key("2"), 1);
-        let mut lost = running.on_server(1);
-        lost.sort_by_key(|id| id.to_string());
-        assert_eq!(lost, [key("\"1\""), key("2")]);
-        assert!(running.is_empty());
+        running.end(&key("\"1\""));
+        assert_eq!(running.server_of(&key("\"1\"")), None);
     }
 
     #[test]
@@ -208,9 +178,7 @@ mod tests {
             None,
             "not an id the gateway gave"
         );
-        questions.ask(0, "\"q\"");
-        questions.forget_server(0);
-        assert_eq!(questions.answered(&key(&first)), None);
+        assert_eq!(questions.answered(&key(&first)), Some((0, "1".to_owned())));
         assert_eq!(questions.pending(), 0);
     }
 }
