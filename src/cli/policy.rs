@@ -183,8 +183,7 @@ fn report(
         args.server,
         args.endpoint,
         principal
-            .sub
-            .as_deref()
+            .sub()
             .map_or("an anonymous caller".to_owned(), |s| format!("{s:?}")),
     ));
     for step in steps {
@@ -240,20 +239,16 @@ fn principal(path: &std::path::Path) -> Result<Principal, String> {
     };
     let text_of = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
     if let Some(claims) = value.get("claims") {
-        return Ok(Principal {
-            sub: text_of(value.get("sub")).or_else(|| text_of(claims.get("sub"))),
-            claims: claims.clone(),
-            scopes: strings(value.get("scopes")),
-            user: text_of(value.get("user")),
-            groups: strings(value.get("groups")),
-        });
+        return Ok(Principal::new(
+            text_of(value.get("sub")).or_else(|| text_of(claims.get("sub"))),
+            claims.clone(),
+            strings(value.get("scopes")),
+            text_of(value.get("user")),
+            strings(value.get("groups")),
+        ));
     }
     // A token's claims as they are.
-    Ok(Principal {
-        sub: text_of(value.get("sub")),
-        scopes: strings(value.get("scope").or(value.get("scp"))),
-        groups: Vec::new(),
-        user: None,
-        claims: value,
-    })
+    let sub = text_of(value.get("sub"));
+    let scopes = strings(value.get("scope").or(value.get("scp")));
+    Ok(Principal::new(sub, value, scopes, None, Vec::new()))
 }

@@ -116,19 +116,37 @@ impl Policy {
 
     /// Whether a list shows the item `input` names to its principal.
     pub fn visible(&self, input: &Input<'_>) -> Decision {
-        match self.phase(Phase::List, input) {
+        if self.rules.is_empty() {
+            return Decision::Allow;
+        }
+        match self.scope(input) {
+            Ok(scope) => self.visible_in(&scope),
+            Err((rule, _)) => Decision::Hidden { rule },
+        }
+    }
+
+    fn visible_in(&self, scope: &cel::Context<'_, '_>) -> Decision {
+        match self.phase(Phase::List, scope) {
             Ok(()) => Decision::Allow,
             Err((rule, _)) => Decision::Hidden { rule },
         }
     }
 
     /// Whether the principal may make the request `input` describes: hidden if the list
-    /// phase would not show its target, refused if the call phase says no.
+    /// phase would not show its target, refused if the call phase says no. The request's
+    /// variables are made once for both phases.
     pub fn call(&self, input: &Input<'_>) -> Decision {
-        if let Decision::Hidden { rule } = self.visible(input) {
+        if self.rules.is_empty() {
+            return Decision::Allow;
+        }
+        let scope = match self.scope(input) {
+            Ok(scope) => scope,
+            Err((rule, why)) => return Decision::Refused { rule, why },
+        };
+        if let Decision::Hidden { rule } = self.visible_in(&scope) {
             return Decision::Hidden { rule };
         }
-        match self.phase(Phase::Call, input) {
+        match self.phase(Phase::Call, &scope) {
             Ok(()) => Decision::Allow,
             Err((rule, why)) => Decision::Refused { rule, why },
         }
@@ -159,19 +177,18 @@ impl Policy {
         (decision, steps)
     }
 
-    fn phase(&self, phase: Phase, input: &Input<'_>) -> Result<(), Refusal> {
+    fn phase(&self, phase: Phase, scope: &cel::Context<'_, '_>) -> Result<(), Refusal> {
         let mut rules = self.rules.iter().filter(|r| r.phase == phase).peekable();
         if rules.peek().is_none() {
             return Ok(());
         }
-        let scope = self.scope(input)?;
         let of = |effect: Effect| {
             self.rules
                 .iter()
                 .filter(move |r| r.phase == phase && r.effect == effect)
         };
         for rule in of(Effect::Deny) {
-            match holds(rule, &scope) {
+            match holds(rule, scope) {
                 Ok(false) => {}
                 Ok(true) => return Err(refusal(rule, "it denies this")),
                 Err(why) => {
@@ -180,7 +197,7 @@ impl Policy {
             }
         }
         for rule in of(Effect::Require) {
-            match holds(rule, &scope) {
+            match holds(rule, scope) {
                 Ok(true) => {}
                 Ok(false) => return Err(refusal(rule, "its requirement does not hold")),
                 Err(why) => {
@@ -188,7 +205,7 @@ impl Policy {
                 }
             }
         }
-        if of(Effect::Allow).any(|rule| holds(rule, &scope) == Ok(true)) {
+        if of(Effect::Allow).any(|rule| holds(rule, scope) == Ok(true)) {
             return Ok(());
         }
         let phase = phase.as_str();
@@ -202,14 +219,14 @@ impl Policy {
 
     /// The root context with the request's variables.
     fn scope(&self, input: &Input<'_>) -> Result<cel::Context<'_, 'static>, Refusal> {
+        let variables = input.variables().map_err(|why| {
+            (
+                "default".to_owned(),
+                format!("the request could not be given to the policy: {why}"),
+            )
+        })?;
         let mut scope = self.root.new_inner_scope();
-        for (name, value) in input.variables() {
-            let value = cel::to_value(value).map_err(|e| {
-                (
-                    "default".to_owned(),
-                    format!("the request's {name} could not be given to the policy: {e}"),
-                )
-            })?;
+        for (name, value) in variables {
             scope.add_variable_from_value(name, value);
         }
         Ok(scope)

@@ -1,38 +1,87 @@
 //! What a rule sees about one request: the principal, where the request goes, what it is
 //! about and who sends it, made CEL values with every field present (a rule never fails
-//! for a field this request does not have).
+//! for a field this request does not have). Values are built directly, not through JSON,
+//! and a principal's once (it is the same for every request of a token).
 
-use serde_json::{Value as Json, json};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
-/// The caller, as the gateway authenticated it.
+use cel::Value;
+use cel::objects::Map;
+use serde_json::Value as Json;
+
+/// The caller, as the gateway authenticated it (fixed once made: its CEL value is made
+/// from it on first use).
 #[derive(Debug, Clone, Default)]
 pub struct Principal {
     /// The token's `sub`, the trusted header's user, or none.
-    pub sub: Option<String>,
+    sub: Option<String>,
     /// The token's claims (an object; empty without a token).
-    pub claims: Json,
-    pub scopes: Vec<String>,
+    claims: Json,
+    scopes: Vec<String>,
     /// The trusted proxy header's user and groups.
-    pub user: Option<String>,
-    pub groups: Vec<String>,
+    user: Option<String>,
+    groups: Vec<String>,
+    /// The CEL value, made on first use.
+    made: OnceLock<Value>,
 }
 
 impl Principal {
-    fn value(&self) -> Json {
-        let claims = if self.claims.is_object() {
-            self.claims.clone()
-        } else {
-            json!({})
-        };
-        json!({
-            "sub": self.sub.as_deref().unwrap_or(""),
-            "authenticated": self.sub.is_some() || self.user.is_some(),
-            "claims": claims,
-            "scopes": self.scopes,
-            "user": self.user.as_deref().unwrap_or(""),
-            "groups": self.groups,
-        })
+    pub fn new(
+        sub: Option<String>,
+        claims: Json,
+        scopes: Vec<String>,
+        user: Option<String>,
+        groups: Vec<String>,
+    ) -> Self {
+        Principal {
+            sub,
+            claims,
+            scopes,
+            user,
+            groups,
+            made: OnceLock::new(),
+        }
     }
+
+    pub fn sub(&self) -> Option<&str> {
+        self.sub.as_deref()
+    }
+
+    fn value(&self) -> Result<Value, String> {
+        if let Some(made) = self.made.get() {
+            return Ok(made.clone());
+        }
+        let claims = if self.claims.is_object() {
+            cel::to_value(&self.claims).map_err(|e| format!("the token's claims: {e}"))?
+        } else {
+            map(Vec::new())
+        };
+        let value = map(vec![
+            ("sub", text(self.sub.as_deref().unwrap_or(""))),
+            (
+                "authenticated",
+                Value::Bool(self.sub.is_some() || self.user.is_some()),
+            ),
+            ("claims", claims),
+            ("scopes", list(&self.scopes)),
+            ("user", text(self.user.as_deref().unwrap_or(""))),
+            ("groups", list(&self.groups)),
+        ]);
+        Ok(self.made.get_or_init(|| value).clone())
+    }
+}
+
+fn text(s: &str) -> Value {
+    Value::String(Arc::new(s.to_owned()))
+}
+
+fn list(items: &[String]) -> Value {
+    Value::List(Arc::new(items.iter().map(|s| text(s)).collect()))
+}
+
+fn map(entries: Vec<(&'static str, Value)>) -> Value {
+    Value::Map(Map::from(entries.into_iter().collect::<HashMap<_, _>>()))
 }
 
 /// The client application, from its handshake or its 2026-07-28 envelope.
@@ -79,67 +128,56 @@ pub struct Input<'a> {
 
 /// A tool's annotations with the MCP defaults filled in (readOnly false, destructive true,
 /// idempotent false, openWorld true); for anything but a tool, all false.
-fn annotations(given: Option<&Json>, is_tool: bool) -> Json {
-    let hint = |key: &str, default: bool| {
-        given
+fn annotations(given: Option<&Json>, is_tool: bool) -> Value {
+    let hint = |key: &'static str, default: bool| {
+        let value = given
             .and_then(|a| a.get(key))
             .and_then(Json::as_bool)
-            .unwrap_or(default && is_tool)
+            .unwrap_or(default && is_tool);
+        (key, Value::Bool(value))
     };
-    json!({
-        "readOnlyHint": hint("readOnlyHint", false),
-        "destructiveHint": hint("destructiveHint", true),
-        "idempotentHint": hint("idempotentHint", false),
-        "openWorldHint": hint("openWorldHint", true),
-    })
+    map(vec![
+        hint("readOnlyHint", false),
+        hint("destructiveHint", true),
+        hint("idempotentHint", false),
+        hint("openWorldHint", true),
+    ])
 }
 
 impl Input<'_> {
     /// The variables a rule sees, by name (`rule::VARIABLES`).
-    pub(super) fn variables(&self) -> [(&'static str, Json); 9] {
-        let (tool, uri, prompt) = match self.target {
-            Target::Tool {
-                name,
-                annotations: given,
-            } => (
-                json!({"name": name, "annotations": annotations(given, true)}),
-                "",
-                "",
-            ),
-            Target::Resource { uri } => (
-                json!({"name": "", "annotations": annotations(None, false)}),
-                uri,
-                "",
-            ),
-            Target::Prompt { name } => (
-                json!({"name": "", "annotations": annotations(None, false)}),
-                "",
-                name,
-            ),
-            Target::Nothing => (
-                json!({"name": "", "annotations": annotations(None, false)}),
-                "",
-                "",
-            ),
+    pub(super) fn variables(&self) -> Result<[(&'static str, Value); 9], String> {
+        let (tool, given, uri, prompt) = match self.target {
+            Target::Tool { name, annotations } => (name, Some(annotations), "", ""),
+            Target::Resource { uri } => ("", None, uri, ""),
+            Target::Prompt { name } => ("", None, "", name),
+            Target::Nothing => ("", None, "", ""),
         };
-        let arguments = self
-            .arguments
-            .filter(|a| a.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        [
-            ("principal", self.principal.value()),
-            ("server", json!(self.server)),
-            ("endpoint", json!(self.endpoint)),
-            ("method", json!(self.method)),
+        let tool = map(vec![
+            ("name", text(tool)),
+            ("annotations", annotations(given.flatten(), given.is_some())),
+        ]);
+        let arguments = match self.arguments.filter(|a| a.is_object()) {
+            Some(arguments) => {
+                cel::to_value(arguments).map_err(|e| format!("the arguments: {e}"))?
+            }
+            None => map(Vec::new()),
+        };
+        let client = map(vec![
+            ("name", text(&self.client.name)),
+            ("version", text(&self.client.version)),
+            ("era", text(&self.client.era)),
+        ]);
+        Ok([
+            ("principal", self.principal.value()?),
+            ("server", text(self.server)),
+            ("endpoint", text(self.endpoint)),
+            ("method", text(self.method)),
             ("tool", tool),
             ("arguments", arguments),
-            ("resource", json!({"uri": uri})),
-            ("prompt", json!({"name": prompt})),
-            (
-                "client",
-                json!({"name": self.client.name, "version": self.client.version, "era": self.client.era}),
-            ),
-        ]
+            ("resource", map(vec![("uri", text(uri))])),
+            ("prompt", map(vec![("name", text(prompt))])),
+            ("client", client),
+        ])
     }
 }

@@ -37,13 +37,13 @@ struct Request {
 impl Request {
     fn call(tool: &'static str) -> Self {
         Request {
-            principal: Principal {
-                sub: Some("ada".into()),
-                claims: json!({"department": "eng", "groups": ["staff"]}),
-                scopes: vec!["mcp:tools".into()],
-                user: None,
-                groups: vec!["staff".into()],
-            },
+            principal: Principal::new(
+                Some("ada".into()),
+                json!({"department": "eng", "groups": ["staff"]}),
+                vec!["mcp:tools".into()],
+                None,
+                vec!["staff".into()],
+            ),
             client: Client {
                 name: "claude-code".into(),
                 version: "2.1".into(),
@@ -262,7 +262,13 @@ fn what_a_list_hides_is_hidden_when_called_and_a_call_rule_refusal_says_why() {
 fn a_condition_that_cannot_be_evaluated_never_lets_anything_through() {
     // A principal without claims; a claim of another type than the rule expects.
     let mut request = Request::call("write");
-    request.principal.claims = json!({"groups": "admins"});
+    request.principal = Principal::new(
+        Some("ada".into()),
+        json!({"groups": "admins"}),
+        Vec::new(),
+        None,
+        Vec::new(),
+    );
     let deny = policy(vec![
         RuleSpec {
             message: Some("contractors may not".into()),
