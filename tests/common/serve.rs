@@ -73,6 +73,25 @@ impl Serve {
         Self::spawn(cmd).await
     }
 
+    /// `mcp-stdio serve --config FILE` (debug logging, no serve token from the test's
+    /// environment) with `flags` and `env`.
+    pub async fn start_config(
+        file: &std::path::Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut command = tokio::process::Command::new(super::binary());
+        command
+            .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
+            .arg(file)
+            .args(flags)
+            .env_remove("MCP_STDIO_SERVE_TOKEN");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        Self::spawn(command).await
+    }
+
     /// Starts `cmd` (an `mcp-stdio serve` command line) and waits for the URL it serves.
     pub async fn spawn(mut cmd: tokio::process::Command) -> Self {
         cmd.stdin(Stdio::null())

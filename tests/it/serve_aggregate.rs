@@ -22,13 +22,7 @@ fn full_entry(name: &str, page: usize, extra: &str) -> String {
 }
 
 async fn start(file: &Path, flags: &[&str]) -> Serve {
-    let mut command = tokio::process::Command::new(binary());
-    command
-        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
-        .arg(file)
-        .args(flags)
-        .env_remove("MCP_STDIO_SERVE_TOKEN");
-    Serve::spawn(command).await
+    Serve::start_config(file, flags, &[]).await
 }
 
 fn write(dir: &Path, text: &str) -> std::path::PathBuf {

@@ -22,13 +22,7 @@ async fn aggregate_with_modern_remote() -> (tempfile::TempDir, Upstream, Serve) 
     );
     let file = dir.path().join("serve.toml");
     std::fs::write(&file, text).unwrap();
-    let mut command = tokio::process::Command::new(crate::common::binary());
-    command
-        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
-        .arg(&file)
-        .arg("--aggregate")
-        .env_remove("MCP_STDIO_SERVE_TOKEN");
-    let serve = Serve::spawn(command).await;
+    let serve = Serve::start_config(&file, &["--aggregate"], &[]).await;
     (dir, upstream, serve)
 }
 
@@ -204,20 +198,9 @@ async fn a_failed_server_is_tried_again_after_aggregate_retry_after() {
     );
     let file = dir.path().join("serve.toml");
     std::fs::write(&file, text).unwrap();
-    let start = |retry: &'static str| {
-        let file = file.clone();
-        async move {
-            let mut command = tokio::process::Command::new(crate::common::binary());
-            command
-                .args(["serve", "--port", "0", "--config"])
-                .arg(&file)
-                .args(["--aggregate", "--aggregate-retry-after", retry])
-                .env_remove("MCP_STDIO_SERVE_TOKEN");
-            Serve::spawn(command).await
-        }
-    };
-    let patient = start("3600").await;
-    let eager = start("0").await;
+    let flags = |retry| ["--aggregate", "--aggregate-retry-after", retry];
+    let patient = Serve::start_config(&file, &flags("3600"), &[]).await;
+    let eager = Serve::start_config(&file, &flags("0"), &[]).await;
     let mut sessions = Vec::new();
     for serve in [&patient, &eager] {
         let session = serve.initialize().await;
@@ -289,13 +272,7 @@ async fn sighup_follows_the_file_in_the_aggregate_endpoints_too() {
     };
     let team = "[aggregates.team]\npath = \"/team/mcp\"\nservers = [\"alpha\"]\n";
     std::fs::write(&file, format!("{}{team}", entry("alpha", ""))).unwrap();
-    let mut command = tokio::process::Command::new(crate::common::binary());
-    command
-        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
-        .arg(&file)
-        .args(["--aggregate", "--reload-grace", "60"])
-        .env_remove("MCP_STDIO_SERVE_TOKEN");
-    let serve = Serve::spawn(command).await;
+    let serve = Serve::start_config(&file, &["--aggregate", "--reload-grace", "60"], &[]).await;
     let open_at = async |path: &str| {
         let init = serve.send("POST", path, &[], &initialize_body()).await;
         assert_eq!(init.status, 200, "{path}: {}", init.body);

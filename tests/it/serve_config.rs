@@ -24,16 +24,7 @@ fn fixture_entry(name: &str, extra: &str) -> String {
 }
 
 async fn start(file: &Path, flags: &[&str], env: &[(&str, &str)]) -> Serve {
-    let mut command = tokio::process::Command::new(binary());
-    command
-        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
-        .arg(file)
-        .args(flags)
-        .env_remove("MCP_STDIO_SERVE_TOKEN");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    Serve::spawn(command).await
+    Serve::start_config(file, flags, env).await
 }
 
 async fn initialize_at(serve: &Serve, path: &str, headers: &[(&str, &str)]) -> Answer {

@@ -27,16 +27,7 @@ fn entry(name: &str, extra: &str) -> String {
 }
 
 async fn start(file: &Path, flags: &[&str], env: &[(&str, &str)]) -> Serve {
-    let mut command = tokio::process::Command::new(crate::common::binary());
-    command
-        .args(["serve", "--port", "0", "--log-level", "debug", "--config"])
-        .arg(file)
-        .args(flags)
-        .env_remove("MCP_STDIO_SERVE_TOKEN");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    Serve::spawn(command).await
+    Serve::start_config(file, flags, env).await
 }
 
 /// `initialize` at `path` with `token`.
