@@ -10,13 +10,7 @@ use mcp_stdio::policy::{
 use serde_json::json;
 
 fn rule(name: &str, phase: Phase, effect: Effect, when: &str) -> RuleSpec {
-    RuleSpec {
-        name: name.into(),
-        phase,
-        effect,
-        when: when.into(),
-        message: None,
-    }
+    RuleSpec::new(name, phase, effect, when)
 }
 
 fn main() {

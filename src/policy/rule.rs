@@ -55,6 +55,19 @@ pub struct RuleSpec {
     pub message: Option<String>,
 }
 
+impl RuleSpec {
+    /// A rule without a message of its own.
+    pub fn new(name: &str, phase: Phase, effect: Effect, when: &str) -> Self {
+        RuleSpec {
+            name: name.into(),
+            phase,
+            effect,
+            when: when.into(),
+            message: None,
+        }
+    }
+}
+
 /// Bounds on what a policy may hold (`--policy-max-*`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

@@ -7,13 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 fn spec(name: &str, phase: Phase, effect: Effect, when: &str) -> RuleSpec {
-    RuleSpec {
-        name: name.into(),
-        phase,
-        effect,
-        when: when.into(),
-        message: None,
-    }
+    RuleSpec::new(name, phase, effect, when)
 }
 
 fn policy(specs: Vec<RuleSpec>) -> Policy {
