@@ -63,6 +63,38 @@ struct CheckArgs {
     /// The client's protocol era: handshake or 2026-07-28.
     #[arg(long, default_value = "handshake", value_parser = ["handshake", "2026-07-28"])]
     era: String,
+
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The bounds a policy is loaded within (`crate::policy::Limits`).
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Bytes of one rule's condition.
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = clap::value_parser!(u64).range(16..=65_536))]
+    policy_max_expression: u64,
+    /// Rules in one policy.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    policy_max_rules: u64,
+    /// Parentheses, lists and maps open at once in one condition (the CEL parser and
+    /// evaluator recurse per level).
+    #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u64).range(1..=32))]
+    policy_max_nesting: u64,
+    /// all/exists/exists_one/map/filter in one condition (nested ones multiply the work).
+    #[arg(long, value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(0..=16))]
+    policy_max_comprehensions: u64,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_expression: self.policy_max_expression as usize,
+            max_rules: self.policy_max_rules as usize,
+            max_nesting: self.policy_max_nesting as usize,
+            max_comprehensions: self.policy_max_comprehensions as usize,
+        }
+    }
 }
 
 pub fn run(args: PolicyArgs) -> i32 {
@@ -79,9 +111,13 @@ pub fn run(args: PolicyArgs) -> i32 {
     }
 }
 
-#[allow(clippy::print_stdout)] // the command's output
+/// The report is this command's output (it is not a protocol mode).
 fn print(report: &str) {
-    print!("{report}");
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(report.as_bytes())
+        .and_then(|()| stdout.flush());
 }
 
 fn check(args: CheckArgs) -> Result<(bool, String), String> {
@@ -89,7 +125,7 @@ fn check(args: CheckArgs) -> Result<(bool, String), String> {
     let text =
         std::fs::read_to_string(&args.file).map_err(|e| format!("cannot read {file}: {e}"))?;
     let specs = crate::policy::parse(&text).map_err(|e| format!("{file}: {e}"))?;
-    let policy = Policy::new(specs, &Limits::default()).map_err(|e| format!("{file}: {e}"))?;
+    let policy = Policy::new(specs, &args.limits.limits()).map_err(|e| format!("{file}: {e}"))?;
     let principal = match &args.principal {
         Some(path) => principal(path)?,
         None => Principal::default(),

@@ -156,6 +156,36 @@ fn a_bad_policy_or_flag_is_a_usage_error_that_names_it() {
         out.is_empty() && err.contains("--arguments must be a JSON object"),
         "{err}"
     );
+    // The bounds are flags: this condition nests 2 levels.
+    let deep = files.dir.path().join("deep.toml");
+    std::fs::write(
+        &deep,
+        "[[rules]]\nname = \"deep\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"((true))\"\n",
+    )
+    .unwrap();
+    let deep = deep.to_str().unwrap();
+    let (code, _, _) = run_to_end(&["policy", "check", deep, "--call", "x"]);
+    assert_eq!(code, 0, "within the default nesting");
+    let (code, out, err) = run_to_end(&[
+        "policy",
+        "check",
+        deep,
+        "--call",
+        "x",
+        "--policy-max-nesting",
+        "1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        out.is_empty() && err.contains("nests 2 levels deep, more than --policy-max-nesting (1)"),
+        "{err}"
+    );
+    let (code, _, err) = files.check(&["--call", "x", "--policy-max-rules", "4"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("5 rules, more than --policy-max-rules (4)"),
+        "{err}"
+    );
     let (code, _, err) = files.check(&[]);
     assert_eq!(code, 2);
     assert!(err.contains("--call"), "{err}");
