@@ -87,7 +87,7 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    pub fn limits(&self) -> Limits {
+    pub(super) fn limits(&self) -> Limits {
         Limits {
             max_expression: self.policy_max_expression as usize,
             max_rules: self.policy_max_rules as usize,

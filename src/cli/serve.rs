@@ -100,6 +100,11 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         cluster,
         reload_grace: args.reload_grace,
         aggregate,
+        policy: crate::serve::PolicySource {
+            file: args.policy,
+            limits: args.policy_limits.limits(),
+        },
+        policing: None,
     })
 }
 

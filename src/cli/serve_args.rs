@@ -197,6 +197,16 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub(super) aggregate: super::serve_aggregate::AggregateArgs,
 
+    /// Who may see and use which tools, prompts and resources: a TOML file of CEL rules
+    /// (docs/policy.md; check one offline with `mcp-stdio policy check`). With --config,
+    /// added to the file's own `[policy]` rules. SIGHUP reloads it (a broken file keeps
+    /// the rules in force and says why).
+    #[arg(long, value_name = "FILE")]
+    pub(super) policy: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub(super) policy_limits: super::policy::LimitArgs,
+
     /// The stdio server's protocol era: `auto` asks a disposable sibling process
     /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
     /// requests through with their envelope.

@@ -110,6 +110,18 @@ impl Policy {
         self.rules.is_empty()
     }
 
+    /// Whether any rule of `phase` exists: a phase without rules allows everything, so
+    /// a list need not be filtered at all.
+    pub fn has(&self, phase: Phase) -> bool {
+        self.rules.iter().any(|r| r.phase == phase)
+    }
+
+    /// Whether any rule reads a tool's annotations: only then does a call need its tool's
+    /// annotations looked up before the decision.
+    pub fn reads_annotations(&self) -> bool {
+        self.rules.iter().any(|r| r.reads_annotations)
+    }
+
     pub fn len(&self) -> usize {
         self.rules.len()
     }

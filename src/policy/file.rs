@@ -12,9 +12,24 @@ struct PolicyFile {
     rules: Vec<RuleSpec>,
 }
 
+const SHAPE: &str = "write [[rules]] tables with name, phase (list or call), effect (allow, deny or require), when (a CEL condition) and an optional message";
+
 /// The rules of a policy file written in TOML.
 pub fn parse(text: &str) -> Result<Vec<RuleSpec>, String> {
     toml::from_str::<PolicyFile>(text)
         .map(|file| file.rules)
-        .map_err(|e| format!("not a policy file: {e}; write [[rules]] tables with name, phase (list or call), effect (allow, deny or require), when (a CEL condition) and an optional message"))
+        .map_err(|e| format!("not a policy file: {e}; {SHAPE}"))
+}
+
+/// The rules of a config file's `policy` table (TOML `[[policy.rules]]`, or JSON
+/// `"policy": {"rules": [...]}`), already read as a document.
+pub fn parse_value(table: serde_json::Value) -> Result<Vec<RuleSpec>, String> {
+    serde_json::from_value::<PolicyFile>(table)
+        .map(|file| file.rules)
+        .map_err(|e| {
+            format!(
+                "its policy: {e}; {}",
+                SHAPE.replace("[[rules]]", "[[policy.rules]]")
+            )
+        })
 }

@@ -10,7 +10,7 @@ mod input;
 mod rule;
 
 pub use decide::{Decision, Policy, Step};
-pub use file::parse;
+pub use file::{parse, parse_value};
 pub use input::{Client, Input, Principal, Target};
 pub use rule::{Effect, Limits, Phase, RuleSpec};
 

@@ -137,6 +137,8 @@ pub struct Rule {
     pub effect: Effect,
     pub message: Option<String>,
     pub program: cel::Program,
+    /// The condition mentions `annotations` (the gateway then looks a called tool's up).
+    pub reads_annotations: bool,
 }
 
 /// Checks `spec` against `limits` and the names a rule may use, and compiles it.
@@ -207,6 +209,7 @@ pub fn compile(spec: RuleSpec, limits: &Limits) -> Result<Rule, String> {
         effect: spec.effect,
         message: spec.message,
         program,
+        reads_annotations: source.contains("annotations"),
     })
 }
 

@@ -98,6 +98,32 @@ pub trait Backend: Send + Sync {
 
     /// The backend is gone: every waiting request hears `why`.
     fn fail_all(&self, why: &str);
+
+    /// Where a name or URI its client sees leads, when the backend stands for several
+    /// servers (an aggregate endpoint).
+    fn owner_of(&self, _named: Named, _public: &str) -> Owner {
+        Owner::Itself
+    }
+}
+
+/// Whose a name or URI is (`Backend::owner_of`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// The backend is one server: the name is its own.
+    Itself,
+    /// A member server, and its own name or URI for it.
+    Member { server: String, name: String },
+    /// Not known (yet): the lists that name it are unread, or it names nothing.
+    Unknown,
+}
+
+/// What kind of name `Backend::owner_of` is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    Tool,
+    Prompt,
+    /// A resource's URI, or a template's.
+    Resource,
 }
 
 /// Sends a request of the gateway's own (`line`, with id `id`) and waits at most `wait` for

@@ -77,6 +77,10 @@ pub struct ServeConfig {
     pub reload_grace: Duration,
     /// `--aggregate` and its companions (with `--config`).
     pub aggregate: super::aggregator::AggregateFlags,
+    /// `--policy` and its bounds, as given.
+    pub policy: super::policing::PolicySource,
+    /// The listener's policy, once loaded (`None`: no policy, nothing checked).
+    pub policing: Option<std::sync::Arc<super::policing::Policing>>,
 }
 
 impl ServeConfig {

@@ -10,6 +10,8 @@ use http::Response;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::policy::{Client, Principal};
+
 use super::aggregator;
 use super::auth;
 use super::backend::Undeliverable;
@@ -19,6 +21,7 @@ use super::child_era;
 use super::cluster;
 use super::config::ServeConfig;
 use super::metrics;
+use super::policing::{self, Verdict};
 use super::pool;
 use super::responses::{SseTiming, undeliverable_response};
 use super::server_events::ServerEvents;
@@ -269,5 +272,41 @@ impl Gateway {
             raw_id,
             why,
         )
+    }
+}
+
+/// A request as the policy is asked about it.
+pub struct Asked<'a> {
+    pub session: &'a Arc<Session>,
+    pub identity: &'a Arc<Principal>,
+    pub client: &'a Client,
+    pub method: &'a str,
+    pub raw_id: &'a str,
+    pub params: Option<&'a serde_json::Value>,
+    /// The child speaks 2026-07-28 (a lookup of the gateway's own carries the envelope).
+    pub modern_child: bool,
+}
+
+impl Gateway {
+    /// The policy's verdict on a request (no policy: it passes).
+    pub async fn police(&self, asked: Asked<'_>) -> Verdict {
+        let Some(policing) = &self.config.policing else {
+            return Verdict::Pass;
+        };
+        let policy = policing.current();
+        let request = policing::Request {
+            policy: &policy,
+            principal: asked.identity,
+            client: asked.client,
+            server: self.config.command.server.as_deref().unwrap_or(""),
+            endpoint: &self.config.path,
+            method: asked.method,
+            raw_id: asked.raw_id,
+            params: asked.params,
+            session: asked.session,
+            modern_child: asked.modern_child,
+            wait: self.config.response_timeout,
+        };
+        policing::check(&request).await
     }
 }

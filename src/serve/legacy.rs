@@ -13,12 +13,14 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use super::backend::{Conflict, Event, request_progress_token};
-use super::gateway::Gateway;
+use super::gateway::{Asked, Gateway};
+use super::policing::Verdict;
 use super::responses::{compact, empty, header, json, json_error, sse_body, sse_event, text};
 use super::session::Session;
 use super::sessions::{Refused, short};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
+use crate::policy::{Client, Principal};
 
 pub const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -30,6 +32,7 @@ type Refusal = Box<Response<Body>>;
 pub async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
+    identity: Arc<Principal>,
     headers: &HeaderMap,
     body: &Bytes,
     parsed: &message::Message<'_>,
@@ -47,7 +50,7 @@ pub async fn post(
                 "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
             );
         }
-        return initialize(gateway, principal, body, parsed).await;
+        return initialize(gateway, principal, &identity, body, parsed).await;
     }
     let Some(session_id) = session_header else {
         return json_error(
@@ -70,7 +73,7 @@ pub async fn post(
     };
     session.touch();
     match parsed.kind {
-        Kind::Request => exchange(gateway, &session, body, parsed).await,
+        Kind::Request => exchange(gateway, &session, &identity, body, parsed).await,
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
             if let Err(undeliverable) = session
@@ -90,6 +93,7 @@ pub async fn post(
 async fn initialize(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
+    identity: &Arc<Principal>,
     body: &Bytes,
     parsed: &message::Message<'_>,
 ) -> Response<Body> {
@@ -138,7 +142,8 @@ async fn initialize(
             );
         }
     };
-    let mut response = exchange(gateway, &session, body, parsed).await;
+    let _ = session.client.set(client_of(parsed.params));
+    let mut response = exchange(gateway, &session, identity, body, parsed).await;
     if let Ok(value) = HeaderValue::from_str(&session.id) {
         response.headers_mut().insert(SESSION_ID, value);
     }
@@ -150,11 +155,21 @@ async fn initialize(
 async fn exchange(
     gateway: &Arc<Gateway>,
     session: &Arc<Session>,
+    identity: &Arc<Principal>,
     body: &Bytes,
     parsed: &message::Message<'_>,
 ) -> Response<Body> {
     let raw_id = parsed.id.expect("requests have ids").get().to_owned();
     let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
+    let filter = match police(gateway, session, identity, parsed, &raw_id).await {
+        Verdict::Pass => None,
+        Verdict::Filter(filter) => Some(Arc::new(filter)),
+        Verdict::Answer(line) => return json(StatusCode::OK, Bytes::from(line)),
+    };
+    let seen = move |line: Bytes| match &filter {
+        Some(filter) => Bytes::from(filter.apply(&line)),
+        None => line,
+    };
     let (tx, mut rx) = mpsc::channel(64);
     let line = compact(body);
     let progress = request_progress_token(parsed.params);
@@ -212,31 +227,45 @@ async fn exchange(
         }
     };
     match first {
-        Event::Answer(line) => json(StatusCode::OK, line),
+        Event::Answer(line) => json(StatusCode::OK, seen(line)),
         Event::Failed(why) => json_error(StatusCode::OK, &raw_id, INTERNAL_ERROR, &why),
         Event::Message(line) => {
             // Something for this request came before its answer: stream from here on.
-            let rest = futures_util::stream::unfold(
-                (rx, raw_id, busy, false),
-                |(mut rx, raw_id, busy, done)| async move {
-                    if done {
-                        return None;
-                    }
-                    let (chunk, done) = match rx.recv().await? {
-                        Event::Message(line) => (sse_event(None, &line), false),
-                        Event::Answer(line) => (sse_event(None, &line), true),
-                        Event::Failed(why) => (
-                            sse_event(None, &error_response(&raw_id, INTERNAL_ERROR, &why, None)),
-                            true,
-                        ),
-                    };
-                    Some((chunk, (rx, raw_id, busy, done)))
-                },
-            );
+            let rest = rest_of_stream(rx, raw_id, busy, seen);
             let first = futures_util::stream::once(async move { sse_event(None, &line) });
             sse_body(first.chain(rest), gateway.sse_timing(), || {}, None)
         }
     }
+}
+
+/// A streamed request's events after the first, ending with its answer (as `seen` makes
+/// it) or its failure.
+fn rest_of_stream(
+    rx: mpsc::Receiver<Event>,
+    raw_id: String,
+    busy: Busy,
+    seen: impl Fn(Bytes) -> Bytes + Clone + Send + 'static,
+) -> impl futures_util::Stream<Item = Bytes> + Send {
+    futures_util::stream::unfold(
+        (rx, raw_id, busy, false),
+        move |(mut rx, raw_id, busy, done)| {
+            let seen = seen.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let (chunk, done) = match rx.recv().await? {
+                    Event::Message(line) => (sse_event(None, &line), false),
+                    Event::Answer(line) => (sse_event(None, &seen(line)), true),
+                    Event::Failed(why) => (
+                        sse_event(None, &error_response(&raw_id, INTERNAL_ERROR, &why, None)),
+                        true,
+                    ),
+                };
+                Some((chunk, (rx, raw_id, busy, done)))
+            }
+        },
+    )
 }
 
 /// Marks a session busy while a request or stream is open on it (the idle reaper waits).
@@ -348,4 +377,51 @@ fn session_of(
                 "Session not found",
             ))
         })
+}
+
+/// The policy's verdict on a session's request (its params read only when a policy is
+/// in force).
+async fn police(
+    gateway: &Gateway,
+    session: &Arc<Session>,
+    identity: &Arc<Principal>,
+    parsed: &message::Message<'_>,
+    raw_id: &str,
+) -> Verdict {
+    if gateway.config.policing.is_none() {
+        return Verdict::Pass;
+    }
+    let params: Option<serde_json::Value> = parsed
+        .params
+        .and_then(|p| serde_json::from_str(p.get()).ok());
+    let client = session.client.get().cloned().unwrap_or_default();
+    let asked = Asked {
+        session,
+        identity,
+        client: &client,
+        method: parsed.method.as_deref().unwrap_or_default(),
+        raw_id,
+        params: params.as_ref(),
+        modern_child: false,
+    };
+    gateway.police(asked).await
+}
+
+/// The client application an `initialize` names.
+fn client_of(params: Option<&serde_json::value::RawValue>) -> Client {
+    let info: Option<serde_json::Value> = params
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        .and_then(|p| p.get("clientInfo").cloned());
+    let text = |key: &str| {
+        info.as_ref()
+            .and_then(|i| i.get(key))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    Client {
+        name: text("name"),
+        version: text("version"),
+        era: "handshake".into(),
+    }
 }

@@ -49,6 +49,13 @@ pub async fn run(config: ServeConfig) -> i32 {
     };
     let mut config = config;
     config.guards.port = bound.port();
+    config.policing = match config.policy.load() {
+        Ok(policing) => policing,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
     tracing::info!(
         "serving `{}` at {}{}",
         config.command.argv.join(" "),
@@ -143,7 +150,12 @@ async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
         }
     };
     let mut signals = std::pin::pin!(crate::shutdown::signal());
-    let mut hangups = crate::shutdown::Hangups::new(matches!(route, Route::Many(_)));
+    // SIGHUP reloads a config file, or the command line's `--policy` file.
+    let reloads = match route {
+        Route::Many(_) => true,
+        Route::One(gateway) => gateway.config.policing.is_some(),
+    };
+    let mut hangups = crate::shutdown::Hangups::new(reloads);
     // Fired when a replica's drain is over (its sessions ended, or the grace is up).
     let drained = CancellationToken::new();
     loop {
@@ -167,10 +179,13 @@ async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
                 break;
             }
             () = hangups.next() => {
-                if let Route::Many(servers) = route {
-                    // Off the accept loop: a reload may wait on a server's start.
-                    let servers = servers.clone();
-                    tokio::spawn(async move { servers.reload().await });
+                match route {
+                    Route::Many(servers) => {
+                        // Off the accept loop: a reload may wait on a server's start.
+                        let servers = servers.clone();
+                        tokio::spawn(async move { servers.reload().await });
+                    }
+                    Route::One(gateway) => reload_policy(gateway),
                 }
             }
             accepted = listener.accept() => {
@@ -212,6 +227,18 @@ async fn accept(listener: TcpListener, route: &Route) -> GracefulShutdown {
     }
     drop(listener);
     graceful
+}
+
+/// SIGHUP with `--policy`: the file read again; one that does not load keeps the rules in
+/// force.
+fn reload_policy(gateway: &Gateway) {
+    let Some(policing) = &gateway.config.policing else {
+        return;
+    };
+    match gateway.config.policy.reload(policing, Vec::new()) {
+        Ok(rules) => tracing::info!(rules, "SIGHUP: the policy reloaded"),
+        Err(e) => tracing::warn!("SIGHUP: the policy in force stays: {e}"),
+    }
 }
 
 /// A replica's drain: waits until no session is open on it and no call waits parked here

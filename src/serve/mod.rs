@@ -12,6 +12,7 @@ mod session;
 mod sessions;
 pub mod spares;
 mod stdio_backend;
+mod tool_annotations;
 
 // What the request path checks and counts, knowing nothing of the gateway, and the
 // aggregate endpoint's rules for names and pages.
@@ -23,6 +24,7 @@ mod inbound;
 pub mod ladder;
 mod media;
 mod metrics;
+mod policing;
 mod pool;
 mod responses;
 mod tool_cache;
@@ -58,3 +60,4 @@ mod servers_routes;
 
 pub use config::ServeConfig;
 pub use listener::{run, run_servers};
+pub use policing::PolicySource;

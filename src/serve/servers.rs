@@ -99,6 +99,15 @@ impl Servers {
     /// Reads the file and starts every server in it.
     pub async fn start(base: ServeConfig, file: PathBuf, origin: String) -> Result<Self, String> {
         let loaded = config_file::load(&file, &|name| std::env::var(name).ok())?;
+        // One policy for the listener, even an empty one: a reload may bring rules.
+        let mut base = base;
+        let rules = base
+            .policy
+            .rules(loaded.policy)
+            .map_err(|e| format!("--config {}: {e}", file.display()))?;
+        let policing = super::policing::Policing::new(rules, base.policy.limits)
+            .map_err(|e| format!("--config {}: {e}", file.display()))?;
+        base.policing = Some(Arc::new(policing));
         let entries = loaded.entries;
         let named: Vec<config_aggregates::Server<'_>> = entries
             .iter()
@@ -267,9 +276,14 @@ impl Servers {
                     &self.base.aggregate,
                     &self.base.path,
                 )?;
-                Ok((loaded.entries, specs))
+                // A policy that does not load refuses the whole reload.
+                let policy = match &self.base.policing {
+                    Some(policing) => Some(policing.check(self.base.policy.rules(loaded.policy)?)?),
+                    None => None,
+                };
+                Ok((loaded.entries, specs, policy))
             });
-        let (entries, specs) = match loaded {
+        let (entries, specs, policy) = match loaded {
             Ok(loaded) => loaded,
             Err(e) => {
                 self.reloads_refused.fetch_add(1, Ordering::Relaxed);
@@ -277,6 +291,10 @@ impl Servers {
                 return;
             }
         };
+        if let (Some(policing), Some(policy)) = (&self.base.policing, policy) {
+            tracing::info!(rules = policy.len(), "SIGHUP: the policy reloaded");
+            policing.replace(policy);
+        }
         let before: BTreeMap<String, Entry> = self
             .table
             .read()

@@ -4,14 +4,16 @@
 //! it is busy, and its end.
 
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Backend;
 use super::server_events::ServerEvents;
+use super::tool_annotations::ToolAnnotations;
+use crate::policy;
 
 pub struct Session {
     pub id: String,
@@ -31,6 +33,10 @@ pub struct Session {
     pub created: Instant,
     /// A pooled backend for 2026-07-28 clients: never reachable by a session id.
     pub pooled: bool,
+    /// Its tools' annotations, for policy rules that read them.
+    pub tools: Arc<ToolAnnotations>,
+    /// The client application, from its `initialize` (handshake-era sessions).
+    pub client: OnceLock<policy::Client>,
 }
 
 impl Session {
@@ -45,13 +51,15 @@ impl Session {
             id,
             principal,
             backend,
-            events,
             last_active: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             end: CancellationToken::new(),
             ended: CancellationToken::new(),
             created: Instant::now(),
             pooled,
+            tools: Arc::new(ToolAnnotations::new(events.changes.subscribe())),
+            client: OnceLock::new(),
+            events,
         }
     }
 

@@ -37,5 +37,6 @@ mod serve_connections;
 mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;
+mod serve_policy;
 mod serve_spares;
 mod serve_strict;

@@ -22,7 +22,7 @@ use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, er
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::serve::aggregate::ids::{Questions, Running};
 use crate::serve::aggregate::route::{List, Target};
-use crate::serve::backend::{Backend, Conflict, Event, Undeliverable, send_all};
+use crate::serve::backend::{Backend, Conflict, Event, Named, Owner, Undeliverable, send_all};
 use crate::serve::server_events::ServerEvents;
 
 struct Pending {
@@ -460,5 +460,16 @@ impl Backend for AggregateBackend {
             }
         }
         self.end();
+    }
+
+    fn owner_of(&self, named: Named, public: &str) -> Owner {
+        let profile = self.inner.profile.lock().expect("profile lock").clone();
+        match profile.owner_of(named, public) {
+            Some((server, name)) => Owner::Member {
+                server: self.inner.endpoint.server_name(server).to_owned(),
+                name,
+            },
+            None => Owner::Unknown,
+        }
     }
 }

@@ -13,6 +13,7 @@ use crate::serve::aggregate::catalog::Catalog;
 use crate::serve::aggregate::cursor::CursorError;
 use crate::serve::aggregate::handshake::AskProfile;
 use crate::serve::aggregate::route::{self, List, Target, Unroutable};
+use crate::serve::backend::Named;
 use crate::serve::session::Session;
 
 /// The endpoint's own session with one server, for one profile.
@@ -107,6 +108,30 @@ impl Profile {
             .lock()
             .expect("catalog lock")
             .page(list, cursor, page_size)
+    }
+
+    /// The member server and its own name for a public tool or prompt name, or a
+    /// published URI; `None` while the list that names it is unread, or if nothing is
+    /// published under it.
+    pub fn owner_of(&self, named: Named, public: &str) -> Option<(usize, String)> {
+        let mut catalog = self.catalog.lock().expect("catalog lock");
+        let list = match named {
+            Named::Tool => List::Tools,
+            Named::Prompt => List::Prompts,
+            Named::Resource => {
+                return catalog
+                    .uris()
+                    .restore(public)
+                    .map(|(server, uri)| (server, uri.to_owned()));
+            }
+        };
+        if !catalog.unread(list).is_empty() {
+            return None;
+        }
+        catalog
+            .names(list)
+            .route(public)
+            .map(|(server, name)| (server, name.to_owned()))
     }
 
     /// Where a request goes (the lists it needs were read first by the caller).

@@ -3,6 +3,9 @@
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde_json::{Map, Value};
+
+use crate::policy::Principal;
 
 /// What a token check found, for the log and `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,56 @@ pub struct Claims {
     /// What tells an id_token from an access token.
     #[serde(flatten)]
     pub signs: Signs,
+    /// Every claim as the token carries it, for the policy (filled by whoever read the
+    /// token: the JWT's payload, the introspection answer).
+    #[serde(skip)]
+    pub all: Map<String, Value>,
+}
+
+impl Claims {
+    /// What a policy rule sees of this token's caller: its `sub`, every claim, its scopes
+    /// (`scope` or `scp`), and its groups (a `groups` claim, a list or one
+    /// space-separated string).
+    pub fn identity(&self) -> Principal {
+        let scopes = self
+            .scope
+            .as_deref()
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .chain(self.scp.iter().flat_map(|scp| scp.iter()))
+            .map(str::to_owned)
+            .collect();
+        let groups = match self.all.get("groups") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            Some(Value::String(text)) => text.split_ascii_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
+        Principal::new(
+            Some(self.sub.clone()),
+            Value::Object(self.all.clone()),
+            scopes,
+            None,
+            groups,
+        )
+    }
+}
+
+/// What a policy rule sees of a caller of the embedded authorization server: the user it
+/// signed in (by the trusted header, `--dev-user` or `--login-oidc`), and the grant's
+/// client and scopes as claims.
+pub fn embedded_identity(user: &str, client_id: &str, scope: &str) -> Principal {
+    let claims = serde_json::json!({"sub": user, "client_id": client_id, "scope": scope});
+    Principal::new(
+        Some(user.to_owned()),
+        claims,
+        scope.split_ascii_whitespace().map(str::to_owned).collect(),
+        Some(user.to_owned()),
+        Vec::new(),
+    )
 }
 
 /// An `scp` claim: a list, or a space-separated string.

@@ -141,6 +141,8 @@ impl Introspector {
             client_id: answer.client_id,
             azp: None,
             signs: Default::default(),
+            // The answer is the token's claims (RFC 7662 §2.2), `active` among them.
+            all: serde_json::from_slice(&fetched.body).unwrap_or_default(),
         })
     }
 }

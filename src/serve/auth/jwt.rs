@@ -126,8 +126,9 @@ impl Verifier {
                     }
                 })
             })?;
-        let claims =
+        let mut claims =
             signed_claims(token, header.alg, &keys, &self.validation).map_err(Refused::Invalid)?;
+        claims.all = payload(token);
         if let Some(why) = not_an_access_token(
             header.typ.as_deref(),
             &claims,
@@ -159,9 +160,11 @@ impl Verifier {
         if self.scopes.iter().any(|s| !granted.contains(s.as_str())) {
             return Err(Refused::InsufficientScope(self.scopes.clone()));
         }
+        let identity = std::sync::Arc::new(claims.identity());
         Ok(Caller {
             principal: claims.sub,
             client_id: claims.client_id.or(claims.azp),
+            identity,
         })
     }
 }
@@ -227,6 +230,22 @@ fn outcome_of(kind: &ErrorKind) -> Outcome {
         ErrorKind::Json(_) => Outcome::BadClaims,
         _ => Outcome::Malformed,
     }
+}
+
+/// Every claim of a JWT whose signature was checked, as its payload says them (the
+/// checked `Claims` keep only what the verifier acts on).
+fn payload(token: &str) -> serde_json::Map<String, serde_json::Value> {
+    use base64::Engine as _;
+    token
+        .split('.')
+        .nth(1)
+        .and_then(|part| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(part)
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

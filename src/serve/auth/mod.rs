@@ -63,6 +63,26 @@ pub struct Caller {
     pub principal: String,
     /// The OAuth client, when the token names one (for the log).
     pub client_id: Option<String>,
+    /// What a policy rule sees of the caller (`sub`, claims, scopes, groups); made once per
+    /// token, since an accepted token is remembered with it.
+    pub identity: Arc<crate::policy::Principal>,
+}
+
+impl Caller {
+    /// A caller known by a name only (the static token, a replica's introduction).
+    pub fn named(principal: &str) -> Self {
+        Caller {
+            principal: principal.to_owned(),
+            client_id: None,
+            identity: Arc::new(crate::policy::Principal::new(
+                Some(principal.to_owned()),
+                serde_json::Value::Object(Default::default()),
+                Vec::new(),
+                None,
+                Vec::new(),
+            )),
+        }
+    }
 }
 
 /// Why a request was refused.
@@ -140,10 +160,9 @@ impl Auth {
         match self {
             Auth::Open => Ok(None),
             Auth::Static(expected) => match presented {
-                Some(token) if crate::secret::matches(token, expected) => Ok(Some(Caller {
-                    principal: "bearer".into(),
-                    client_id: None,
-                })),
+                Some(token) if crate::secret::matches(token, expected) => {
+                    Ok(Some(Caller::named("bearer")))
+                }
                 Some(_) => Err(Refused::Invalid(Outcome::Unknown)),
                 None => Err(Refused::Missing),
             },
@@ -175,6 +194,11 @@ impl Auth {
                 Ok(Some(Caller {
                     principal: grant.principal.clone(),
                     client_id: Some(grant.client_id.clone()),
+                    identity: Arc::new(claims::embedded_identity(
+                        &grant.principal,
+                        &grant.client_id,
+                        &grant.scope,
+                    )),
                 }))
             }
         }

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 
 use super::body::Refusal;
 use crate::jsonrpc::error::INVALID_REQUEST;
-use crate::serve::auth::Refused;
+use crate::serve::auth::{Caller, Refused};
 use crate::serve::gateway::Gateway;
 use crate::serve::responses::{header, json_error};
 
@@ -27,7 +27,7 @@ pub async fn authorize(
     gateway: &Gateway,
     peer: SocketAddr,
     headers: &HeaderMap,
-) -> Result<Option<String>, Refusal> {
+) -> Result<Option<Caller>, Refusal> {
     if gateway.auth.is_open() {
         return Ok(None);
     }
@@ -48,10 +48,9 @@ pub async fn authorize(
     {
         Ok(caller) => {
             gateway.metrics.authenticated("accepted");
-            let caller = caller.map(|c| {
+            if let Some(c) = &caller {
                 tracing::debug!(principal = %c.principal, client_id = c.client_id.as_deref().unwrap_or("-"), outcome = "accepted", "authentication");
-                c.principal
-            });
+            }
             return Ok(caller);
         }
         Err(refused) => refused,

@@ -15,6 +15,7 @@ use axum::body::Body;
 use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 
+use super::auth::Caller;
 use super::cluster::{Bound, Introduction, Owner, PEER_HEADER, Refused};
 use super::gateway::Gateway;
 use super::legacy::SESSION_ID;
@@ -58,13 +59,10 @@ pub async fn handle(
         if !path.eq_ignore_ascii_case(&config.path) {
             return text(StatusCode::NOT_FOUND, "not found\n");
         }
-        return endpoint(
-            &gateway,
-            introduced.principal.clone(),
-            Some(&introduced),
-            request,
-        )
-        .await;
+        // What a rule sees of a forwarded caller is its name (the introduction carries
+        // no more).
+        let caller = introduced.principal.as_deref().map(Caller::named);
+        return endpoint(&gateway, caller, Some(&introduced), request).await;
     }
     if let Err(refused) = guards(&gateway, peer, request.headers()) {
         return *refused;
@@ -108,8 +106,8 @@ pub async fn handle(
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
     let started = Instant::now();
-    let principal = match authorize(&gateway, peer, request.headers()).await {
-        Ok(principal) => principal,
+    let caller = match authorize(&gateway, peer, request.headers()).await {
+        Ok(caller) => caller,
         Err(refused) => {
             gateway
                 .metrics
@@ -117,7 +115,7 @@ pub async fn handle(
             return *refused;
         }
     };
-    endpoint(&gateway, principal, None, request).await
+    endpoint(&gateway, caller, None, request).await
 }
 
 /// A whole config file's `/metrics`: its caller checked as `gateway`'s own endpoint would
@@ -137,11 +135,15 @@ pub async fn check_caller(
 /// The MCP endpoint, for a caller already checked (here, or by the replica that sent it).
 async fn endpoint(
     gateway: &Arc<Gateway>,
-    principal: Option<String>,
+    caller: Option<Caller>,
     introduced: Option<&Introduction>,
     request: Request<Inbound>,
 ) -> Response<Body> {
     let started = Instant::now();
+    let (principal, identity) = match caller {
+        Some(caller) => (Some(caller.principal), caller.identity),
+        None => (None, crate::serve::policing::anonymous()),
+    };
     let method = request.method().clone();
     let config = &gateway.config;
     // What a POST says it is and accepts, before its body is read (a forwarded one was
@@ -177,7 +179,7 @@ async fn endpoint(
         return response;
     }
     let (label, response) = match method {
-        Method::POST => post::post(gateway, principal, introduced, request).await,
+        Method::POST => post::post(gateway, principal, identity, introduced, request).await,
         Method::GET | Method::DELETE if config.modern_only => (
             method.to_string(),
             Response::builder()

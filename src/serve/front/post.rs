@@ -15,6 +15,7 @@ use super::body::read_body;
 use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
 use crate::jsonrpc::message::{self, Message};
+use crate::policy::Principal;
 use crate::serve::cluster::Introduction;
 use crate::serve::gateway::Gateway;
 use crate::serve::inbound::Inbound;
@@ -28,6 +29,7 @@ use crate::serve::responses::{header, json, json_error};
 pub async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
+    identity: Arc<Principal>,
     introduced: Option<&Introduction>,
     request: Request<Inbound>,
 ) -> (String, Response<Body>) {
@@ -57,6 +59,7 @@ pub async fn post(
     let to = Post {
         gateway,
         principal,
+        identity,
         parts: &parts,
         body: &body,
         parsed: &parsed,
@@ -95,6 +98,8 @@ fn parse(body: &Bytes) -> Result<Message<'_>, Box<Response<Body>>> {
 struct Post<'a> {
     gateway: &'a Arc<Gateway>,
     principal: Option<String>,
+    /// What a policy rule sees of the caller.
+    identity: Arc<Principal>,
     parts: &'a Parts,
     body: &'a Bytes,
     parsed: &'a Message<'a>,
@@ -123,6 +128,7 @@ impl Post<'_> {
             return modern::post(
                 self.gateway,
                 self.principal,
+                self.identity,
                 headers,
                 self.body,
                 self.parsed,
@@ -147,6 +153,7 @@ impl Post<'_> {
         legacy::post(
             self.gateway,
             self.principal,
+            self.identity,
             headers,
             self.body,
             self.parsed,

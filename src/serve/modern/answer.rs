@@ -20,6 +20,7 @@ use crate::parking::{Asked, Question};
 use crate::serve::backend::Event;
 use crate::serve::child_call::ChildCall;
 use crate::serve::gateway::Gateway;
+use crate::serve::policing::ListFilter;
 use crate::serve::pool::Backend;
 use crate::serve::responses::{json, json_error, sse_body, sse_event};
 
@@ -35,6 +36,8 @@ pub(super) struct Request {
     /// The client's progress token, put back on the child's progress notifications.
     pub(super) token: Option<Value>,
     pub(super) principal: Option<String>,
+    /// What the policy lets this principal see of a list answer.
+    pub(super) filter: Option<ListFilter>,
 }
 
 /// Answers the client from a call in the child: plain JSON when the first thing that comes
@@ -149,6 +152,12 @@ impl Call {
         } else {
             answer_for_modern
         };
+        let filtered = self
+            .request
+            .filter
+            .as_ref()
+            .map(|filter| filter.apply(line));
+        let line = filtered.as_deref().unwrap_or(line);
         let Some(mut answer) = reanswer(&self.request.method, raw_id, line) else {
             return self.failure("the MCP server's answer is not JSON-RPC");
         };

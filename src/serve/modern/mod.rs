@@ -15,16 +15,18 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
-use super::gateway::Gateway;
+use super::gateway::{Asked, Gateway};
 use super::ladder;
+use super::policing::Verdict;
 use super::pool::{Backend, Unavailable};
 use super::responses::{json, json_error};
 use super::sessions::Refused;
-use crate::era::bridge::discover_result;
-use crate::era::{META_CLIENT_CAPABILITIES, envelope, mrtr};
+use crate::era::bridge::{answer_for_modern, discover_result};
+use crate::era::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, envelope, mrtr};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, error_response};
 use crate::jsonrpc::message::{Kind, Message};
 use crate::parking::{Resumed, Retry};
+use crate::policy::{Client, Principal};
 use crate::serve::child_call::ChildCall;
 use answer::{Request, respond};
 use flight::{SendRefused, send};
@@ -32,6 +34,7 @@ use flight::{SendRefused, send};
 pub async fn post(
     gateway: &Arc<Gateway>,
     principal: Option<String>,
+    identity: Arc<Principal>,
     headers: &HeaderMap,
     _body: &Bytes,
     parsed: &Message<'_>,
@@ -85,16 +88,25 @@ pub async fn post(
             &mismatch,
         );
     }
+    let filter = match police(gateway, &backend, &identity, method, &raw_id, &params).await {
+        Verdict::Pass => None,
+        Verdict::Filter(filter) => Some(filter),
+        Verdict::Answer(line) => {
+            let line = answer_for_modern(method, &raw_id, &line).unwrap_or(line);
+            return json(StatusCode::OK, Bytes::from(line));
+        }
+    };
     if method == "subscriptions/listen" && !backend.modern {
         return super::listen::serve(gateway, &backend, &raw_id, &params).await;
     }
-    let request = request_of(
+    let mut request = request_of(
         raw_id,
         method,
         &params,
         claim.log_level.is_some(),
         principal,
     );
+    request.filter = filter;
     if !backend.modern && mrtr::may_require_input(method) {
         if let Some(state) = params.get("requestState") {
             return resume(gateway, backend, request, &params, state).await;
@@ -110,6 +122,43 @@ pub async fn post(
         Err(refusal) => refusal.response(gateway, &request.raw_id),
     }
 }
+/// The policy's verdict on a request (its params copied only when a policy is in force).
+async fn police(
+    gateway: &Gateway,
+    backend: &Backend,
+    identity: &Arc<Principal>,
+    method: &str,
+    raw_id: &str,
+    params: &Map<String, Value>,
+) -> Verdict {
+    if gateway.config.policing.is_none() {
+        return Verdict::Pass;
+    }
+    let info = params.get("_meta").and_then(|m| m.get(META_CLIENT_INFO));
+    let text = |key: &str| {
+        info.and_then(|i| i.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let client = Client {
+        name: text("name"),
+        version: text("version"),
+        era: crate::era::MODERN_VERSION.into(),
+    };
+    let params = Value::Object(params.clone());
+    let asked = Asked {
+        session: &backend.session,
+        identity,
+        client: &client,
+        method,
+        raw_id,
+        params: Some(&params),
+        modern_child: backend.modern,
+    };
+    gateway.police(asked).await
+}
+
 /// The answer when the principal's backend is not available.
 fn no_backend(raw_id: &str, unavailable: Unavailable) -> Response<Body> {
     match unavailable {
@@ -164,6 +213,7 @@ fn request_of(
             .and_then(|m| m.get("progressToken"))
             .cloned(),
         principal,
+        filter: None,
     }
 }
 

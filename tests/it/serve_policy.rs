@@ -1,0 +1,578 @@
+//! `serve --policy FILE`: per-principal rules in front of the stdio fixture, for both
+//! eras. Lists are filtered per principal (cursors still right), a hidden tool called
+//! anyway looks unknown, a visible call refused by a rule is a tool error naming the rule,
+//! every variable reaches the rules (claims, groups, annotations, arguments, method,
+//! resource URI, prompt, client), SIGHUP keeps the old policy when the new one is broken,
+//! and an aggregate endpoint's rules see the member server and its own names.
+
+use serde_json::{Value, json};
+
+use crate::common::issuer::{Issuer, SigningKey};
+use crate::common::serve::*;
+
+const AUDIENCE: &str = "http://127.0.0.1/mcp";
+const SCOPE: &str = "mcp:tools";
+
+const POLICY: &str = r#"
+[[rules]]
+name = "crash-is-for-admins"
+phase = "list"
+effect = "deny"
+when = "tool.name == 'crash' && !('admins' in principal.groups)"
+
+[[rules]]
+name = "no-notes-for-contractors"
+phase = "list"
+effect = "deny"
+when = "principal.claims.role == 'contractor' && (resource.uri.startsWith('fixture://note') || prompt.name == 'greet')"
+
+[[rules]]
+name = "lists"
+phase = "list"
+effect = "allow"
+when = "true"
+
+[[rules]]
+name = "contractors-read-only"
+phase = "call"
+effect = "deny"
+when = "method == 'tools/call' && principal.claims.role == 'contractor' && !tool.annotations.readOnlyHint"
+message = "contractors may only use read-only tools"
+
+[[rules]]
+name = "short-echoes"
+phase = "call"
+effect = "require"
+when = "tool.name != 'echo' || !has(arguments.text) || size(arguments.text) <= 10"
+
+[[rules]]
+name = "no-bad-clients"
+phase = "call"
+effect = "deny"
+when = "client.name == 'bad-client'"
+
+[[rules]]
+name = "signed-in"
+phase = "call"
+effect = "allow"
+when = "principal.authenticated"
+"#;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    policy: std::path::PathBuf,
+    issuer: Issuer,
+    key: SigningKey,
+}
+
+impl Setup {
+    async fn new(policy: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, policy).unwrap();
+        let key = SigningKey::generate("k1");
+        let issuer = Issuer::start(&[&key]).await;
+        Setup {
+            _dir: dir,
+            policy: path,
+            issuer,
+            key,
+        }
+    }
+
+    async fn serve(&self, env: &[(&str, &str)]) -> Serve {
+        let flags = [
+            "--oauth-issuer",
+            self.issuer.url.as_str(),
+            "--oauth-audience",
+            AUDIENCE,
+            "--oauth-scope",
+            SCOPE,
+            "--log-level",
+            "debug",
+            "--policy",
+            self.policy.to_str().unwrap(),
+        ];
+        Serve::start_with(&flags, &[fixture().as_str()], env).await
+    }
+
+    /// A token for `sub` with `extra` claims.
+    fn token(&self, sub: &str, extra: Value) -> String {
+        let mut claims = self.issuer.claims(sub, AUDIENCE, SCOPE);
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        format!("Bearer {}", self.key.sign(&claims, None))
+    }
+}
+
+/// A handshake-era session as `bearer`, its client called `client`.
+async fn session(serve: &Serve, bearer: &str, client: &str) -> String {
+    let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":client,"version":"1"}}});
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", bearer)],
+            &body.to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.session()
+}
+
+async fn request(serve: &Serve, bearer: &str, session: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc":"2.0","id":7,"method":method,"params":params});
+    let answer = serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("authorization", bearer), ("mcp-session-id", session)],
+            &body.to_string(),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    match answer
+        .headers
+        .get("content-type")
+        .map(|v| v.to_str().unwrap())
+    {
+        Some(t) if t.starts_with("text/event-stream") => answer.events().pop().unwrap(),
+        _ => answer.json(),
+    }
+}
+
+fn names(answer: &Value, key: &str, field: &str) -> Vec<String> {
+    answer["result"][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key}: {answer}"))
+        .iter()
+        .map(|t| t[field].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn text(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn each_principal_sees_its_own_lists_and_calls_are_hidden_or_refused_with_the_rule() {
+    let setup = Setup::new(POLICY).await;
+    let serve = setup.serve(&[("FIXTURE_CATALOG", "full")]).await;
+    let ada = setup.token("ada", json!({"role": "employee", "groups": ["admins"]}));
+    let bob = setup.token("bob", json!({"role": "contractor"}));
+    let (ada_session, bob_session) = (
+        session(&serve, &ada, "t").await,
+        session(&serve, &bob, "t").await,
+    );
+
+    // Lists: the claims and groups decide.
+    let ada_tools = names(
+        &request(&serve, &ada, &ada_session, "tools/list", json!({})).await,
+        "tools",
+        "name",
+    );
+    let bob_tools = names(
+        &request(&serve, &bob, &bob_session, "tools/list", json!({})).await,
+        "tools",
+        "name",
+    );
+    assert!(ada_tools.contains(&"crash".to_owned()), "{ada_tools:?}");
+    assert!(!bob_tools.contains(&"crash".to_owned()), "{bob_tools:?}");
+    assert_eq!(ada_tools.len(), bob_tools.len() + 1);
+    let listed = request(&serve, &bob, &bob_session, "resources/list", json!({})).await;
+    assert_eq!(names(&listed, "resources", "uri"), Vec::<String>::new());
+    let listed = request(&serve, &bob, &bob_session, "prompts/list", json!({})).await;
+    assert_eq!(names(&listed, "prompts", "name"), Vec::<String>::new());
+    let listed = request(&serve, &ada, &ada_session, "prompts/list", json!({})).await;
+    assert_eq!(names(&listed, "prompts", "name"), vec!["greet"]);
+
+    // Hidden and called anyway: as if it did not exist.
+    let hidden = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "tools/call",
+        json!({"name": "crash", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    assert_eq!(hidden["error"]["message"], "Unknown tool: crash");
+    let hidden = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "resources/read",
+        json!({"uri": "fixture://note"}),
+    )
+    .await;
+    assert_eq!(hidden["error"]["code"], -32002, "{hidden}");
+    let hidden = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "prompts/get",
+        json!({"name": "greet"}),
+    )
+    .await;
+    assert_eq!(
+        hidden["error"]["message"], "Unknown prompt: greet",
+        "{hidden}"
+    );
+
+    // Visible but refused: a tool error that names the rule and says why (annotations:
+    // `slow` has none, so the MCP defaults say it is not read-only).
+    let refused = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 1}}),
+    )
+    .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        text(&refused),
+        "Refused by the gateway's policy rule \"contractors-read-only\": contractors may only use read-only tools"
+    );
+    let echoed = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    )
+    .await;
+    assert_eq!(text(&echoed), "hi", "{echoed}");
+    // An argument rule.
+    let long = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "far too long a text"}}),
+    )
+    .await;
+    assert_eq!(long["result"]["isError"], true, "{long}");
+    assert!(text(&long).contains("\"short-echoes\""), "{long}");
+
+    // The same calls are the admin's to make.
+    let slept = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 1}}),
+    )
+    .await;
+    assert_eq!(text(&slept), "slept", "{slept}");
+    let read = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "resources/read",
+        json!({"uri": "fixture://note"}),
+    )
+    .await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "read fixture://note",
+        "{read}"
+    );
+
+    // A call before any list: the tool's annotations are looked up first.
+    let fresh = session(&serve, &bob, "t").await;
+    let echoed = request(
+        &serve,
+        &bob,
+        &fresh,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "first"}}),
+    )
+    .await;
+    assert_eq!(text(&echoed), "first", "{echoed}");
+
+    // The client's name, from its initialize.
+    let bad = session(&serve, &ada, "bad-client").await;
+    let refused = request(
+        &serve,
+        &ada,
+        &bad,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "x"}}),
+    )
+    .await;
+    assert!(text(&refused).contains("\"no-bad-clients\""), "{refused}");
+
+    // Methods the policy does not govern pass.
+    let pong = request(&serve, &bob, &bob_session, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+}
+
+#[tokio::test]
+async fn a_2026_client_gets_the_same_decisions_in_its_own_era() {
+    let setup = Setup::new(POLICY).await;
+    let serve = setup.serve(&[]).await;
+    let bob = setup.token("bob", json!({"role": "contractor"}));
+    let modern = async |id: u64, method: &str, params: Value, name: Option<&str>| {
+        let answer = serve
+            .modern_with(json!(id), method, params, name, &[("authorization", &bob)])
+            .await;
+        answer.json()
+    };
+    let listed = modern(1, "tools/list", json!({}), None).await;
+    let tools = names(&listed, "tools", "name");
+    assert!(
+        !tools.contains(&"crash".to_owned()) && tools.contains(&"echo".to_owned()),
+        "{tools:?}"
+    );
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    let hidden = modern(
+        2,
+        "tools/call",
+        json!({"name": "crash", "arguments": {}}),
+        Some("crash"),
+    )
+    .await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    let refused = modern(
+        3,
+        "tools/call",
+        json!({"name": "slow", "arguments": {}}),
+        Some("slow"),
+    )
+    .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    assert!(text(&refused).contains("contractors may only use read-only tools"));
+    let echoed = modern(
+        4,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+        Some("echo"),
+    )
+    .await;
+    assert_eq!(text(&echoed), "hi", "{echoed}");
+}
+
+#[tokio::test]
+async fn a_filtered_list_pages_with_the_servers_cursors() {
+    let policy = r#"
+[[rules]]
+name = "no-a"
+phase = "list"
+effect = "deny"
+when = "tool.name.startsWith('a')"
+
+[[rules]]
+name = "lists"
+phase = "list"
+effect = "allow"
+when = "true"
+"#;
+    let setup = Setup::new(policy).await;
+    let serve = setup.serve(&[("FIXTURE_PAGE_SIZE", "3")]).await;
+    let ada = setup.token("ada", json!({}));
+    let session = session(&serve, &ada, "t").await;
+    let (mut seen, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = request(&serve, &ada, &session, "tools/list", params).await;
+        seen.extend(names(&page, "tools", "name"));
+        pages += 1;
+        match page["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    // 15 tools in pages of 3; ask, ask-later, announce and announce-burst hidden.
+    assert_eq!(pages, 5);
+    assert_eq!(seen.len(), 11, "{seen:?}");
+    assert!(seen.iter().all(|n| !n.starts_with('a')), "{seen:?}");
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_policy_and_a_broken_one_keeps_the_rules_in_force() {
+    let deny_echo = "[[rules]]\nname = \"no-echo\"\nphase = \"call\"\neffect = \"deny\"\nwhen = \"tool.name == 'echo'\"\n\n[[rules]]\nname = \"rest\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"true\"\n";
+    let setup = Setup::new(deny_echo).await;
+    let serve = setup.serve(&[]).await;
+    let ada = setup.token("ada", json!({}));
+    let session = session(&serve, &ada, "t").await;
+    let echo = json!({"name": "echo", "arguments": {"text": "x"}});
+    let refused = request(&serve, &ada, &session, "tools/call", echo.clone()).await;
+    assert!(text(&refused).contains("\"no-echo\""), "{refused}");
+
+    let hangup = || {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(serve.child.id().unwrap() as i32).unwrap(),
+            rustix::process::Signal::HUP,
+        )
+        .unwrap()
+    };
+    // Broken: an unknown variable. The old rules stay, and the log says why.
+    std::fs::write(
+        &setup.policy,
+        deny_echo.replace("tool.name", "tool.nmae == 'x' || user"),
+    )
+    .unwrap();
+    hangup();
+    serve.wait_stderr("SIGHUP: the policy in force stays").await;
+    assert!(
+        serve.stderr().contains("unknown variable `user`"),
+        "{}",
+        serve.stderr()
+    );
+    let refused = request(&serve, &ada, &session, "tools/call", echo.clone()).await;
+    assert!(text(&refused).contains("\"no-echo\""), "{refused}");
+
+    // Fixed: the new rules apply to the next request of the same session.
+    std::fs::write(
+        &setup.policy,
+        "[[rules]]\nname = \"all\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"true\"\n",
+    )
+    .unwrap();
+    hangup();
+    serve.wait_stderr("SIGHUP: the policy reloaded").await;
+    let echoed = request(&serve, &ada, &session, "tools/call", echo).await;
+    assert_eq!(text(&echoed), "x", "{echoed}");
+}
+
+#[tokio::test]
+async fn a_broken_policy_stops_serve_from_starting_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(
+        &path,
+        "[[rules]]\nname = \"x\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"tool.name ==\"\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(crate::common::binary())
+        .args(["serve", "--port", "0", "--policy"])
+        .arg(&path)
+        .args(["--", fixture().as_str()])
+        .env_remove("MCP_STDIO_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("rule \"x\": not a CEL expression"), "{err}");
+}
+
+#[tokio::test]
+async fn an_aggregate_endpoints_rules_see_the_member_server_and_its_own_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    let fixture = fixture();
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[servers.a]
+command = "{fixture}"
+spare_children = 0
+
+[servers.b]
+command = "{fixture}"
+spare_children = 0
+
+[aggregates.all]
+servers = ["a", "b"]
+
+[[policy.rules]]
+name = "no-b-crash"
+phase = "list"
+effect = "deny"
+when = "server == 'b' && tool.name == 'crash'"
+
+[[policy.rules]]
+name = "lists"
+phase = "list"
+effect = "allow"
+when = "true"
+
+[[policy.rules]]
+name = "a-is-not-slow"
+phase = "call"
+effect = "deny"
+when = "server == 'a' && tool.name == 'slow'"
+
+[[policy.rules]]
+name = "calls"
+phase = "call"
+effect = "allow"
+when = "true"
+"#
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start_config(&file, &[], &[]).await;
+    let at = async |path: &str| {
+        let body = initialize_body();
+        let answer = serve.send("POST", path, &[], &body).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.session()
+    };
+    let session = at("/all/mcp").await;
+    let call = async |session: &str, path: &str, method: &str, params: Value| {
+        let body = json!({"jsonrpc":"2.0","id":3,"method":method,"params":params});
+        let answer = serve
+            .send(
+                "POST",
+                path,
+                &[("mcp-session-id", session)],
+                &body.to_string(),
+            )
+            .await;
+        answer.json()
+    };
+    // A direct call before any list is still judged by the member's own name.
+    let refused = call(
+        &session,
+        "/all/mcp",
+        "tools/call",
+        json!({"name": "a__slow", "arguments": {"ms": 1}}),
+    )
+    .await;
+    assert!(text(&refused).contains("\"a-is-not-slow\""), "{refused}");
+    let hidden = call(
+        &session,
+        "/all/mcp",
+        "tools/call",
+        json!({"name": "b__crash", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(
+        hidden["error"]["message"], "Unknown tool: b__crash",
+        "{hidden}"
+    );
+    let listed = call(&session, "/all/mcp", "tools/list", json!({})).await;
+    let tools = names(&listed, "tools", "name");
+    assert!(
+        tools.contains(&"a__crash".to_owned()) && !tools.contains(&"b__crash".to_owned()),
+        "{tools:?}"
+    );
+    let slept = call(
+        &session,
+        "/all/mcp",
+        "tools/call",
+        json!({"name": "b__slow", "arguments": {"ms": 1}}),
+    )
+    .await;
+    assert_eq!(text(&slept), "slept", "{slept}");
+
+    // The servers' own endpoints hold the same rules, with their own names.
+    let direct = at("/a/mcp").await;
+    let refused = call(
+        &direct,
+        "/a/mcp",
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 1}}),
+    )
+    .await;
+    assert!(text(&refused).contains("\"a-is-not-slow\""), "{refused}");
+}
