@@ -209,6 +209,10 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                     text(child.id().to_string())
                 }
                 "whoami" => text(std::process::id().to_string()),
+                // Unlisted: a tool whose call fails as a tool (`isError`).
+                "fail" => {
+                    json!({"content": [{"type": "text", "text": "it failed"}], "isError": true})
+                }
                 // Noise on the protocol stream before the answer: `lines` lines that are not
                 // JSON-RPC, or one line of `bytes` bytes (a log dump, a binary blob).
                 "noise" => {

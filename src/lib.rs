@@ -5,6 +5,7 @@
 //! may print to it except the single writer in [`jsonrpc::writer`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod audit;
 pub mod authserver;
 pub mod check;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod oauth;
 pub mod parking;
 pub mod policy;
 pub mod postgres_dsn;
+pub mod redact;
 pub mod relay;
 mod remembered;
 pub mod sandbox;

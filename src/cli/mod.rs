@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use url::Url;
 
+mod audit_args;
 mod check;
 mod docs;
 mod oauth;

@@ -105,6 +105,8 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
             limits: args.policy_limits.limits(),
         },
         policing: None,
+        audit: args.audit.settings(false)?,
+        auditor: None,
     })
 }
 

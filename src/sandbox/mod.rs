@@ -1,13 +1,12 @@
 //! Sandbox mode: the built-in, read-only workspace tool server, an MCP server on stdio (and
 //! what `serve` publishes when given no command). The boundary is the product: every path
 //! is opened beneath the root (`workspace`), credentials are denied by resolved path
-//! (`denylist`), results are redacted once when complete (`redact`) and workspace content is
+//! (`denylist`), results are redacted once when complete (`crate::redact`) and workspace content is
 //! fenced as untrusted (`untrusted`). `server` speaks the protocol; `tools` knows nothing of it.
 
 mod denylist;
 mod guard;
 mod problem;
-mod redact;
 mod render;
 mod schema;
 mod server;

@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::redact::{Report, redact};
 use super::tools::{Failure, Output};
 use super::untrusted::{Fence, assess};
+use crate::redact::{Report, redact};
 
 pub fn success(output: Output) -> Value {
     let mut structured = output.structured;

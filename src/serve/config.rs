@@ -79,6 +79,10 @@ pub struct ServeConfig {
     pub aggregate: super::aggregator::AggregateFlags,
     /// `--policy` and its bounds, as given.
     pub policy: super::policing::PolicySource,
+    /// `--audit-log` and what goes with it (`None`: no audit log).
+    pub audit: Option<crate::audit::Settings>,
+    /// The listener's audit log, once started.
+    pub auditor: Option<std::sync::Arc<crate::audit::Auditor>>,
     /// The listener's policy, once loaded (`None`: no policy, nothing checked).
     pub policing: Option<std::sync::Arc<super::policing::Policing>>,
 }

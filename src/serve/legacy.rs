@@ -12,6 +12,7 @@ use http::header::ACCEPT;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
+use super::audited::RefusedBy;
 use super::backend::{Conflict, Event, request_progress_token};
 use super::gateway::{Asked, Gateway};
 use super::policing::Verdict;
@@ -164,7 +165,11 @@ async fn exchange(
     let filter = match police(gateway, session, identity, parsed, &raw_id).await {
         Verdict::Pass => None,
         Verdict::Filter(filter) => Some(Arc::new(filter)),
-        Verdict::Answer(line) => return json(StatusCode::OK, Bytes::from(line)),
+        Verdict::Answer { line, rule } => {
+            let mut answer = json(StatusCode::OK, Bytes::from(line));
+            answer.extensions_mut().insert(RefusedBy(rule));
+            return answer;
+        }
     };
     let seen = move |line: Bytes| match &filter {
         Some(filter) => Bytes::from(filter.apply(&line)),

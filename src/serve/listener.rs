@@ -56,6 +56,14 @@ pub async fn run(config: ServeConfig) -> i32 {
             return 1;
         }
     };
+    config.auditor = match config.audit.clone().map(crate::audit::Auditor::start) {
+        Some(Ok(auditor)) => Some(auditor),
+        Some(Err(e)) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+        None => None,
+    };
     tracing::info!(
         "serving `{}` at {}{}",
         config.command.argv.join(" "),

@@ -38,7 +38,8 @@ mod gateway;
 mod running;
 
 // The endpoints: the handshake era, replicas, and 2026-07-28 (params, listen, the pool's
-// backends, then the endpoint itself).
+// backends, then the endpoint itself), and the audit line of each request.
+mod audited;
 mod legacy;
 mod listen;
 mod modern;

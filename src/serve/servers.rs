@@ -108,6 +108,11 @@ impl Servers {
         let policing = super::policing::Policing::new(rules, base.policy.limits)
             .map_err(|e| format!("--config {}: {e}", file.display()))?;
         base.policing = Some(Arc::new(policing));
+        base.auditor = base
+            .audit
+            .clone()
+            .map(crate::audit::Auditor::start)
+            .transpose()?;
         let entries = loaded.entries;
         let named: Vec<config_aggregates::Server<'_>> = entries
             .iter()

@@ -224,6 +224,7 @@ impl Servers {
             self.reloads_applied.load(Ordering::Relaxed),
             self.reloads_refused.load(Ordering::Relaxed),
         ));
+        body.push_str(&super::audited::metrics(self.base.auditor.as_ref()));
         Response::builder()
             .header(CONTENT_TYPE, "text/plain; version=0.0.4")
             .body(Body::from(body))

@@ -402,6 +402,32 @@ impl Serve {
             .unwrap()
     }
 
+    /// Opens a handshake-era request on `session` whose answer streams (with `extra`
+    /// headers): its body is read by the caller.
+    pub async fn open_request(
+        &self,
+        session: &str,
+        extra: &[(&str, &str)],
+        message: &Value,
+    ) -> http::Response<hyper::body::Incoming> {
+        let mut request = http::Request::builder()
+            .method("POST")
+            .uri(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", session);
+        for (k, v) in extra {
+            request = request.header(*k, *v);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(message.to_string())))
+            .unwrap();
+        tokio::time::timeout(DEADLINE, self.http.request(request))
+            .await
+            .expect("the request opened in time")
+            .unwrap()
+    }
+
     /// Opens a 2026-07-28 request whose answer streams: its body is read by the caller.
     pub async fn open_modern(
         &self,

@@ -29,6 +29,7 @@ mod secrets;
 mod serve;
 mod serve_aggregate;
 mod serve_aggregate_remote;
+mod serve_audit;
 mod serve_auth;
 mod serve_cluster;
 mod serve_config;

@@ -89,11 +89,12 @@ pub async fn handle(
         if let Err(refused) = authorize(&gateway, peer, request.headers()).await {
             return *refused;
         }
-        let body = gateway.metrics.render(&Gauges {
+        let mut body = gateway.metrics.render(&Gauges {
             sessions: gateway.sessions.count(),
             spares: gateway.spares.count(),
             pending_requests: gateway.sessions.pending_requests(),
         });
+        body.push_str(&super::audited::metrics(gateway.config.auditor.as_ref()));
         return Response::builder()
             .header(CONTENT_TYPE, "text/plain; version=0.0.4")
             .body(Body::from(body))

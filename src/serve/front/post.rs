@@ -16,6 +16,7 @@ use crate::era::envelope;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, error_response};
 use crate::jsonrpc::message::{self, Message};
 use crate::policy::Principal;
+use crate::serve::audited;
 use crate::serve::cluster::Introduction;
 use crate::serve::gateway::Gateway;
 use crate::serve::inbound::Inbound;
@@ -125,7 +126,18 @@ impl Post<'_> {
                 return self.to_replica(owner).await;
             }
             let headers = &self.parts.headers;
-            return modern::post(
+            let audited = match audited::begin(
+                self.gateway,
+                self.principal.as_deref(),
+                headers,
+                self.parsed,
+            )
+            .await
+            {
+                Ok(audited) => audited,
+                Err(refused) => return refused,
+            };
+            let response = modern::post(
                 self.gateway,
                 self.principal,
                 self.identity,
@@ -134,6 +146,10 @@ impl Post<'_> {
                 self.parsed,
             )
             .await;
+            return match audited {
+                Some(audited) => audited.finish(response).await,
+                None => response,
+            };
         }
         if config.modern_clients
             && header(self.headers(), "mcp-protocol-version")
@@ -150,7 +166,18 @@ impl Post<'_> {
             return modern_only_refusal(self.raw_id());
         }
         let headers = &self.parts.headers;
-        legacy::post(
+        let audited = match audited::begin(
+            self.gateway,
+            self.principal.as_deref(),
+            headers,
+            self.parsed,
+        )
+        .await
+        {
+            Ok(audited) => audited,
+            Err(refused) => return refused,
+        };
+        let response = legacy::post(
             self.gateway,
             self.principal,
             self.identity,
@@ -158,7 +185,11 @@ impl Post<'_> {
             self.body,
             self.parsed,
         )
-        .await
+        .await;
+        match audited {
+            Some(audited) => audited.finish(response).await,
+            None => response,
+        }
     }
 
     /// A retry whose call is parked on the replica `owner`: sent there.

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
+use super::audited::RefusedBy;
 use super::gateway::{Asked, Gateway};
 use super::ladder;
 use super::policing::Verdict;
@@ -91,9 +92,11 @@ pub async fn post(
     let filter = match police(gateway, &backend, &identity, method, &raw_id, &params).await {
         Verdict::Pass => None,
         Verdict::Filter(filter) => Some(filter),
-        Verdict::Answer(line) => {
+        Verdict::Answer { line, rule } => {
             let line = answer_for_modern(method, &raw_id, &line).unwrap_or(line);
-            return json(StatusCode::OK, Bytes::from(line));
+            let mut answer = json(StatusCode::OK, Bytes::from(line));
+            answer.extensions_mut().insert(RefusedBy(rule));
+            return answer;
         }
     };
     if method == "subscriptions/listen" && !backend.modern {

@@ -42,9 +42,9 @@ pub enum Verdict {
     Pass,
     /// Send it on, and filter the list in its answer.
     Filter(ListFilter),
-    /// Answer this instead (a handshake-era answer line under the client's id); nothing
-    /// reaches the server.
-    Answer(Vec<u8>),
+    /// Answer `line` instead (a handshake-era answer under the client's id); nothing
+    /// reaches the server. `rule` is the rule that hid or refused it.
+    Answer { line: Vec<u8>, rule: String },
 }
 
 const LISTS: [&str; 4] = [
@@ -119,8 +119,8 @@ fn listen(request: &Request<'_>) -> Verdict {
     for uri in uris.into_iter().flatten().filter_map(Value::as_str) {
         let about = About::Resource(uri);
         let owner = owner(request.session, about);
-        if let Some(answer) = stopped(request, &owner, about, None, None) {
-            return Verdict::Answer(answer);
+        if let Some((line, rule)) = stopped(request, &owner, about, None, None) {
+            return Verdict::Answer { line, rule };
         }
     }
     Verdict::Pass
@@ -163,19 +163,20 @@ async fn decide(request: &Request<'_>, about: About<'_>, arguments: Option<&Valu
         _ => None,
     };
     match stopped(request, &owner, about, arguments, annotations.as_ref()) {
-        Some(answer) => Verdict::Answer(answer),
+        Some((line, rule)) => Verdict::Answer { line, rule },
         None => Verdict::Pass,
     }
 }
 
-/// The answer that stops the request, if the policy stops it.
+/// The answer that stops the request, and the rule that stopped it, if the policy stops
+/// it.
 fn stopped(
     request: &Request<'_>,
     owner: &Owner,
     about: About<'_>,
     arguments: Option<&Value>,
     annotations: Option<&Value>,
-) -> Option<Vec<u8>> {
+) -> Option<(Vec<u8>, String)> {
     // At an aggregate endpoint the rule sees the member server and its own name.
     let (server, own) = match owner {
         Owner::Member { server, name } => (server.as_str(), name.as_str()),
@@ -202,11 +203,11 @@ fn stopped(
         Decision::Allow => None,
         Decision::Hidden { rule } => {
             tracing::debug!(rule = %rule, method = request.method, "the policy hides what this request is about");
-            Some(answers::hidden(request.raw_id, about))
+            Some((answers::hidden(request.raw_id, about), rule))
         }
         Decision::Refused { rule, why } => {
             tracing::info!(rule = %rule, method = request.method, "the policy refused a request");
-            Some(answers::refused(request.raw_id, about, &rule, &why))
+            Some((answers::refused(request.raw_id, about, &rule, &why), rule))
         }
     }
 }

@@ -1,0 +1,149 @@
+//! One audit line: who did what, to which server, how it ended and how long it took, as a
+//! JSON object on one line. The arguments go in as a digest; their values only when the
+//! operator asked for them, and then redacted as the sandbox redacts its results. No
+//! token or header value has a field here.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How an operation ended, as its client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A result.
+    Ok,
+    /// A tool's result with `isError`.
+    ToolError,
+    /// Stopped by a policy rule (`rule` names it).
+    Refused,
+    /// A JSON-RPC error, or an HTTP refusal of the request.
+    ProtocolError,
+    /// No answer in time (`--timeout-response`).
+    Timeout,
+    /// The client went away (or cancelled) before the answer.
+    Cancelled,
+    /// A 2026-07-28 call waiting for the client's input (`resultType: input_required`).
+    InputRequired,
+}
+
+/// One operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    /// When it began, RFC 3339 UTC with milliseconds.
+    pub time: String,
+    pub principal: Option<String>,
+    /// The client application's `name/version`.
+    pub client: Option<String>,
+    /// The server (a config file's name; at an aggregate endpoint, the endpoint's).
+    pub server: Option<String>,
+    pub method: String,
+    /// The tool or prompt name, or the resource URI.
+    pub name: Option<String>,
+    /// `sha256:HEX` of the arguments as JSON (keys sorted).
+    pub arguments_digest: Option<String>,
+    /// The arguments themselves, redacted (`--audit-arguments` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    pub outcome: Outcome,
+    /// The policy rule that refused it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The JSON-RPC error code, or the HTTP status of a refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i64>,
+    pub duration_ms: f64,
+    /// The JSON-RPC id, as the client sent it.
+    pub id: Value,
+    pub session: Option<String>,
+    pub trace_id: Option<String>,
+}
+
+/// `time` as RFC 3339 UTC with milliseconds.
+pub fn timestamp(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// `sha256:HEX` of `arguments` as JSON (serde_json writes a map's keys sorted).
+pub fn digest(arguments: &Value) -> String {
+    let text = serde_json::to_vec(arguments).expect("JSON serializes");
+    let sum = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &text);
+    let hex: String = sum.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// `arguments` with every secret-looking string redacted.
+pub fn redacted(arguments: &Value) -> Value {
+    let mut copy = arguments.clone();
+    let mut report = crate::redact::Report::default();
+    crate::redact::redact(&mut copy, &mut report);
+    copy
+}
+
+/// The trace id of a W3C `traceparent` (`00-TRACEID-SPANID-FLAGS`), if it is one.
+pub fn trace_id(traceparent: &str) -> Option<String> {
+    let mut parts = traceparent.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, len: usize| {
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(span, 16)
+        && span.bytes().any(|b| b != b'0')
+        && hex(flags, 2);
+    valid.then(|| trace.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_digest_does_not_depend_on_key_order() {
+        let a = digest(&json!({"b": 1, "a": "x"}));
+        let b = digest(&serde_json::from_str::<Value>(r#"{"a":"x","b":1}"#).unwrap());
+        assert_eq!(a, b);
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64, "{a}");
+    }
+
+    #[test]
+    fn a_traceparent_gives_its_trace_id_and_a_bad_one_nothing() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            trace_id(good).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(trace_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn redaction_keeps_the_shape_and_hides_the_secret() {
+        let clean = redacted(
+            &json!({"path": "/tmp/x", "token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}),
+        );
+        assert_eq!(clean["path"], "/tmp/x");
+        assert!(
+            !clean
+                .to_string()
+                .contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            "{clean}"
+        );
+    }
+}

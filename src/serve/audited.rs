@@ -1,0 +1,251 @@
+//! The audit line of one request at an endpoint, whatever era or backend answers it: its
+//! facts taken when it arrives (who, which client, what, a digest of the arguments, the
+//! trace it belongs to) with its place in the audit queue, and its outcome read off what
+//! the client is sent: a JSON answer when it is written, a stream's answer when it passes,
+//! or `cancelled` when the stream is dropped before it.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::gateway::Gateway;
+use super::responses::{header, json_error};
+use crate::audit::{self, Auditor, Outcome, Record, Slot};
+use crate::jsonrpc::error::INTERNAL_ERROR;
+use crate::jsonrpc::message::{Kind, Message};
+
+/// What a policy refusal tells the audit line (a response extension).
+#[derive(Debug, Clone)]
+pub struct RefusedBy(pub String);
+
+/// A request being audited.
+pub struct Audited {
+    slot: Slot,
+    record: Record,
+    started: Instant,
+}
+
+/// Starts the line of a request (none for a notification or a client's answer, or with no
+/// audit log). `Err`: the queue is full and `--audit-when-full refuse` says to refuse.
+pub async fn begin(
+    gateway: &Gateway,
+    principal: Option<&str>,
+    headers: &HeaderMap,
+    parsed: &Message<'_>,
+) -> Result<Option<Audited>, Response<Body>> {
+    let Some(auditor) = &gateway.config.auditor else {
+        return Ok(None);
+    };
+    if parsed.kind != Kind::Request {
+        return Ok(None);
+    }
+    let raw_id = parsed.id.map_or("null", |i| i.get());
+    let slot = auditor.slot().await.map_err(|_| {
+        json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            raw_id,
+            INTERNAL_ERROR,
+            "Service Unavailable: the audit log cannot keep up, so nothing unaudited runs; try again shortly",
+        )
+    })?;
+    let params: Value = parsed
+        .params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    let method = parsed.method.as_deref().unwrap_or_default();
+    let session = header(headers, "mcp-session-id").map(str::to_owned);
+    let record = Record {
+        time: audit::timestamp(SystemTime::now()),
+        principal: principal.map(str::to_owned),
+        client: client(gateway, principal, session.as_deref(), &params),
+        server: gateway.config.command.server.clone(),
+        method: method.to_owned(),
+        name: name(&params),
+        arguments_digest: arguments(&params).map(audit::digest),
+        arguments: arguments(&params)
+            .filter(|_| auditor.settings.arguments)
+            .map(audit::redacted),
+        outcome: Outcome::Ok,
+        rule: None,
+        error_code: None,
+        duration_ms: 0.0,
+        id: serde_json::from_str(raw_id).unwrap_or(Value::Null),
+        session,
+        trace_id: trace(&params, headers),
+    };
+    Ok(Some(Audited {
+        slot,
+        record,
+        started: Instant::now(),
+    }))
+}
+
+impl Audited {
+    /// The response the client gets, its outcome read as it goes out.
+    pub async fn finish(mut self, response: Response<Body>) -> Response<Body> {
+        if let Some(RefusedBy(rule)) = response.extensions().get::<RefusedBy>() {
+            self.record.outcome = Outcome::Refused;
+            self.record.rule = Some(rule.clone());
+        }
+        if self.record.session.is_none() {
+            self.record.session = header(response.headers(), "mcp-session-id").map(str::to_owned);
+        }
+        let streamed = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if streamed {
+            return self.watch(response);
+        }
+        let (parts, body) = response.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let status = parts.status;
+        self.classify(status, &bytes);
+        self.write();
+        Response::from_parts(parts, Body::from(bytes))
+    }
+
+    /// The outcome of an answer (or an HTTP refusal) the client was sent.
+    fn classify(&mut self, status: StatusCode, body: &[u8]) {
+        let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
+            self.record.error_code = Some(code);
+        }
+        if self.record.outcome == Outcome::Refused {
+            return;
+        }
+        self.record.outcome = if status == StatusCode::GATEWAY_TIMEOUT {
+            Outcome::Timeout
+        } else if answer.get("error").is_some() || !status.is_success() {
+            self.record
+                .error_code
+                .get_or_insert(i64::from(status.as_u16()));
+            Outcome::ProtocolError
+        } else if answer.pointer("/result/isError") == Some(&Value::Bool(true)) {
+            Outcome::ToolError
+        } else if answer.pointer("/result/resultType").and_then(Value::as_str)
+            == Some("input_required")
+        {
+            Outcome::InputRequired
+        } else {
+            Outcome::Ok
+        };
+    }
+
+    fn write(mut self) {
+        self.record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        self.slot.write(self.record);
+    }
+
+    /// A streamed response: its answer is the event that carries a result or an error.
+    fn watch(self, response: Response<Body>) -> Response<Body> {
+        let (parts, body) = response.into_parts();
+        let mut watching = Watching(Some(self));
+        let stream = body.into_data_stream().map(move |chunk| {
+            if let Ok(bytes) = &chunk {
+                watching.saw(bytes);
+            }
+            chunk
+        });
+        Response::from_parts(parts, Body::from_stream(stream))
+    }
+}
+
+/// A stream's line until its answer passes; dropped before that, the client went away.
+struct Watching(Option<Audited>);
+
+impl Watching {
+    fn saw(&mut self, chunk: &Bytes) {
+        let Some(audited) = self.0.as_mut() else {
+            return;
+        };
+        let text = String::from_utf8_lossy(chunk);
+        for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            let Ok(message) = serde_json::from_str::<Value>(data) else {
+                continue;
+            };
+            let answer = message.get("method").is_none()
+                && (message.get("result").is_some() || message.get("error").is_some());
+            if answer {
+                audited.classify(StatusCode::OK, data.as_bytes());
+                if let Some(audited) = self.0.take() {
+                    audited.write();
+                }
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Some(mut audited) = self.0.take() {
+            if audited.record.outcome != Outcome::Refused {
+                audited.record.outcome = Outcome::Cancelled;
+            }
+            audited.write();
+        }
+    }
+}
+
+/// The client application: an `initialize`'s `clientInfo`, a 2026-07-28 request's
+/// envelope, or the session's.
+fn client(
+    gateway: &Gateway,
+    principal: Option<&str>,
+    session: Option<&str>,
+    params: &Value,
+) -> Option<String> {
+    let info = params
+        .get("clientInfo")
+        .or_else(|| params.pointer("/_meta/io.modelcontextprotocol~1clientInfo"));
+    if let Some(info) = info {
+        let text = |key| info.get(key).and_then(Value::as_str).unwrap_or_default();
+        return Some(format!("{}/{}", text("name"), text("version")));
+    }
+    let session = gateway.sessions.get(session?, principal).ok()?;
+    let client = session.client.get()?;
+    Some(format!("{}/{}", client.name, client.version))
+}
+
+/// The tool or prompt the request names, or the resource URI.
+fn name(params: &Value) -> Option<String> {
+    let named = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .or_else(|| params.pointer("/ref/name"))
+        .or_else(|| params.pointer("/ref/uri"));
+    named.and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A call's arguments (a completion's argument).
+fn arguments(params: &Value) -> Option<&Value> {
+    params.get("arguments").or_else(|| params.get("argument"))
+}
+
+/// The trace the request belongs to: `params._meta.traceparent` (SEP-414) over the
+/// `traceparent` header, as Envoy reads them.
+fn trace(params: &Value, headers: &HeaderMap) -> Option<String> {
+    params
+        .pointer("/_meta/traceparent")
+        .and_then(Value::as_str)
+        .and_then(audit::trace_id)
+        .or_else(|| header(headers, "traceparent").and_then(audit::trace_id))
+}
+
+/// The auditor, if any, for the `/metrics` lines.
+pub fn metrics(auditor: Option<&Arc<Auditor>>) -> String {
+    auditor.map(|a| a.metrics()).unwrap_or_default()
+}
