@@ -65,12 +65,45 @@ pub fn timestamp(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
-/// `sha256:HEX` of `arguments` as JSON (serde_json writes a map's keys sorted).
+/// `sha256:HEX` of `arguments` as JSON with every object's keys sorted (so equal
+/// arguments have equal digests whatever order the client wrote them in).
 pub fn digest(arguments: &Value) -> String {
-    let text = serde_json::to_vec(arguments).expect("JSON serializes");
+    let mut text = Vec::new();
+    canonical(arguments, &mut text);
     let sum = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &text);
     let hex: String = sum.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
+}
+
+/// `value` as compact JSON with sorted keys.
+fn canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (n, key) in keys.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key).expect("JSON serializes");
+                out.push(b':');
+                canonical(&map[key], out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                canonical(item, out);
+            }
+            out.push(b']');
+        }
+        other => serde_json::to_writer(&mut *out, other).expect("JSON serializes"),
+    }
 }
 
 /// `arguments` with every secret-looking string redacted.
