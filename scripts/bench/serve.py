@@ -2,7 +2,7 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--backend everything|fixture] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded]
+Usage: scripts/bench/serve-run [--seconds S] [--backend everything|fixture] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded | --policy-audit]
 
 The backend is server-everything 2026.1.26 (`--backend everything`, the default: a real
 server, the one the issue's figures name) or the release build of examples/stdio_fixture.rs
@@ -13,6 +13,8 @@ at a time for p50, 16 in flight for calls/s), so each gateway's ratio to it is i
 With --jwt only this serve runs, twice: open, and in resource-server mode
 (`--oauth-issuer`) against oidc-provider (tests_integration/peers/oidc_issuer.mjs), every
 request carrying the same valid JWT access token (the keys cached after the first).
+With --policy-audit the same, open, plain against ten policy rules evaluated on every
+call (BENCH_POLICY) and --audit-log to a file.
 With --embedded the same, but serve is its own authorization server (`--enable-oauth`,
 SQLite store): the token is one it issued through registration, consent and the code grant.
 
@@ -315,6 +317,7 @@ def main() -> None:
     parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "mcp-stdio"), help="the mcp-stdio binary to measure")
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
     parser.add_argument("--embedded", action="store_true", help="this serve open and as its own authorization server, a token it issued on every request")
+    parser.add_argument("--policy-audit", action="store_true", help="this serve plain and with ten policy rules evaluated on every call and an audit log to a file")
     args = parser.parse_args()
     global BACKEND, ECHO_ARGUMENT
     if args.backend == "everything":
@@ -327,6 +330,9 @@ def main() -> None:
         modern_script = f.name
     if args.jwt or args.embedded:
         bench_auth(args, modern_script if args.modern else script, "embedded" if args.embedded else "jwt")
+        return
+    if args.policy_audit:
+        bench_policy_audit(args, modern_script if args.modern else script)
         return
     global OURS
     OURS = args.binary
@@ -476,6 +482,101 @@ def bench_auth(args, script: str, kind: str) -> None:
         print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} |")
     print(f"\ncalls/s with a token / without: {med(kind, 'many', 'rps') / med('open', 'many', 'rps'):.2f} (target >= 0.9)")
     print(f"p50 added by the token check: {(med(kind, 'one', 'p50_ms') - med('open', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
+
+
+# Ten rules of the kinds docs/policy.md shows, every one evaluated on each call (the list
+# phase's too: a call is first checked as its list would show it), one reading the tool's
+# annotations; all of them let the benchmark's echo through.
+BENCH_POLICY = """
+[[rules]]
+name = "no-admin"
+phase = "list"
+effect = "deny"
+when = "tool.name.startsWith('admin_') && !('admins' in principal.groups)"
+
+[[rules]]
+name = "per-server"
+phase = "list"
+effect = "allow"
+when = "server == '' || server in principal.groups"
+
+[[rules]]
+name = "readers"
+phase = "call"
+effect = "deny"
+when = "'readers' in principal.groups && !tool.annotations.readOnlyHint"
+
+[[rules]]
+name = "ci"
+phase = "call"
+effect = "deny"
+when = "client.name == 'ci-agent' && tool.annotations.destructiveHint"
+
+[[rules]]
+name = "contractors"
+phase = "call"
+effect = "deny"
+when = "has(principal.claims.kind) && principal.claims.kind == 'contractor'"
+
+[[rules]]
+name = "regions"
+phase = "call"
+effect = "require"
+when = "!has(arguments.region) || arguments.region in ['eu-west-1', 'eu-central-1']"
+
+[[rules]]
+name = "tmp"
+phase = "call"
+effect = "require"
+when = "!has(arguments.path) || arguments.path.startsWith('/tmp/')"
+
+[[rules]]
+name = "short-names"
+phase = "call"
+effect = "require"
+when = "size(tool.name) < 64"
+
+[[rules]]
+name = "era"
+phase = "call"
+effect = "deny"
+when = "client.era == 'handshake' && method == 'completion/complete'"
+
+[[rules]]
+name = "tools"
+phase = "call"
+effect = "allow"
+when = "method == 'tools/call' && tool.name != ''"
+"""
+
+
+def bench_policy_audit(args, script: str) -> None:
+    """This serve plain, and with BENCH_POLICY on every call and --audit-log to a file."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    state = tempfile.TemporaryDirectory()
+    policy = Path(state.name) / "policy.toml"
+    policy.write_text(BENCH_POLICY)
+    audit = Path(state.name) / "audit.log"
+    try:
+        runs = {"plain": [], "policy+audit": []}
+        for round_number in range(3):
+            order = list(runs) if round_number % 2 == 0 else list(reversed(runs))
+            for mode in order:
+                flags = ["--policy", str(policy), "--audit-log", str(audit)] if mode != "plain" else []
+                command = [args.binary, "serve", "--port", str(port), "--log-level", "off", *flags, "--", *BACKEND]
+                runs[mode].append(measure(f"serve ({mode})", command, url, args.seconds, script, args.modern))
+        lines = sum(1 for _ in audit.open()) if audit.exists() else 0
+    finally:
+        state.cleanup()
+    med = lambda mode, phase, key: statistics.median(r[phase][key] for r in runs[mode])
+    print(f"serve plain vs ten policy rules on every call and an audit log to a file, {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase; {lines} audit lines written\n")
+    print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms per call |")
+    print("|---|---|---|---|---|")
+    for mode in runs:
+        print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} | {med(mode, 'many', 'cpu_ms_per_call'):.3f} |")
+    print(f"\ncalls/s with policy and audit / without: {med('policy+audit', 'many', 'rps') / med('plain', 'many', 'rps'):.2f} (target >= 0.9)")
+    print(f"p50 added: {(med('policy+audit', 'one', 'p50_ms') - med('plain', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
 
 
 if __name__ == "__main__":

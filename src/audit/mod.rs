@@ -67,6 +67,29 @@ impl Slot {
     }
 }
 
+/// An operation in flight: its line, its place in the queue, and when it began.
+pub struct Pending {
+    slot: Slot,
+    pub record: Record,
+    started: std::time::Instant,
+}
+
+impl Pending {
+    pub fn new(slot: Slot, record: Record) -> Self {
+        Pending {
+            slot,
+            record,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// The operation is over: its line, with its duration, goes to the queue.
+    pub fn finish(mut self) {
+        self.record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        self.slot.write(self.record);
+    }
+}
+
 /// The queue was full and `--audit-when-full refuse` is set.
 #[derive(Debug)]
 pub struct Full;

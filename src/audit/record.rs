@@ -60,6 +60,62 @@ pub struct Record {
     pub trace_id: Option<String>,
 }
 
+impl Record {
+    /// The line of a request as it arrives: its method, id, target, arguments (their values
+    /// only if `with_values`, redacted) and the trace of its `_meta.traceparent`; the rest
+    /// is for the caller to fill.
+    pub fn of_request(method: &str, raw_id: &str, params: &Value, with_values: bool) -> Record {
+        let named = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .or_else(|| params.pointer("/ref/name"))
+            .or_else(|| params.pointer("/ref/uri"));
+        let arguments = params.get("arguments").or_else(|| params.get("argument"));
+        Record {
+            time: timestamp(SystemTime::now()),
+            principal: None,
+            client: None,
+            server: None,
+            method: method.to_owned(),
+            name: named.and_then(Value::as_str).map(str::to_owned),
+            arguments_digest: arguments.map(digest),
+            arguments: arguments.filter(|_| with_values).map(redacted),
+            outcome: Outcome::Ok,
+            rule: None,
+            error_code: None,
+            duration_ms: 0.0,
+            id: serde_json::from_str(raw_id).unwrap_or(Value::Null),
+            session: None,
+            trace_id: params
+                .pointer("/_meta/traceparent")
+                .and_then(Value::as_str)
+                .and_then(trace_id),
+        }
+    }
+
+    /// The outcome of the JSON-RPC answer the client was sent (a refusal already noted
+    /// stays one).
+    pub fn answered(&mut self, answer: &Value) {
+        if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
+            self.error_code = Some(code);
+        }
+        if self.outcome == Outcome::Refused {
+            return;
+        }
+        self.outcome = if answer.get("error").is_some() {
+            Outcome::ProtocolError
+        } else if answer.pointer("/result/isError") == Some(&Value::Bool(true)) {
+            Outcome::ToolError
+        } else if answer.pointer("/result/resultType").and_then(Value::as_str)
+            == Some("input_required")
+        {
+            Outcome::InputRequired
+        } else {
+            Outcome::Ok
+        };
+    }
+}
+
 /// `time` as RFC 3339 UTC with milliseconds.
 pub fn timestamp(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()

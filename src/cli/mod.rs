@@ -42,7 +42,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Bridge stdin/stdout to a remote MCP server over Streamable HTTP.
-    Relay(relay::RelayArgs),
+    Relay(Box<relay::RelayArgs>),
     /// Publish a local stdio MCP server as a Streamable HTTP endpoint (with no command: the
     /// built-in sandbox over the current directory).
     Serve(Box<serve::ServeArgs>),
@@ -83,7 +83,7 @@ pub fn main() -> i32 {
             if std::env::args().any(|a| a == "--test") {
                 tracing::warn!("--test is deprecated: use `mcp-stdio check URL` (or --check)");
             }
-            match relay::check_config(args, |name| std::env::var(name).ok()) {
+            match relay::check_config(*args, |name| std::env::var(name).ok()) {
                 Ok(config) => check::run_check(config, false),
                 Err(message) => {
                     report_usage_error(&message);
@@ -93,7 +93,7 @@ pub fn main() -> i32 {
         }
         Command::Relay(args) => {
             logging::init(args.log_level, args.log_format);
-            let config = match relay::relay_config(args, |name| std::env::var(name).ok()) {
+            let config = match relay::relay_config(*args, |name| std::env::var(name).ok()) {
                 Ok(config) => config,
                 Err(message) => {
                     report_usage_error(&message);

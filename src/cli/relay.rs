@@ -97,6 +97,9 @@ pub struct RelayArgs {
     #[command(flatten)]
     oauth_args: oauth::OAuthArgs,
 
+    #[command(flatten)]
+    audit: super::audit_args::AuditArgs,
+
     /// Protocol era spoken upstream: auto (probe with server/discover), legacy (the
     /// initialize handshake) or modern (2026-07-28).
     #[arg(long, value_enum, default_value = "auto")]
@@ -221,6 +224,7 @@ fn validate(
         input_timeout: args.input_timeout,
         shutdown_grace: args.shutdown_grace,
         oauth,
+        audit: args.audit.settings(true)?,
     };
     Ok((config, given.credential))
 }

@@ -36,6 +36,8 @@ pub struct RelayConfig {
     pub max_input_rounds: u32,
     /// How long the host may take to answer one of those questions.
     pub input_timeout: Duration,
+    /// `--audit-log` and what goes with it.
+    pub audit: Option<crate::audit::Settings>,
 }
 
 /// `--protocol-era`.

@@ -106,7 +106,20 @@ async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink
             .remember_host_initialize(parsed.params);
         relay.to_modern.remember_initialize(parsed.params);
     }
-    match relay.ctx.gate.register(id.clone(), &raw_id, sink) {
+    let audit = match relay.ctx.gate.audit(&method, &raw_id, parsed.params).await {
+        Ok(audit) => audit,
+        Err(_) => {
+            let message = "the audit log cannot keep up (--audit-when-full refuse): nothing unaudited runs; try again shortly";
+            relay
+                .ctx
+                .gate
+                .outbox()
+                .send(error_response(&raw_id, UPSTREAM_ERROR, message, None))
+                .await;
+            return true;
+        }
+    };
+    match relay.ctx.gate.register(id.clone(), &raw_id, sink, audit) {
         Registered::Ok => {}
         Registered::Duplicate => {
             let message = format!(

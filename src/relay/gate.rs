@@ -2,13 +2,14 @@
 //! id gets exactly one response (or none, if the host cancelled it).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::cancel::CancelTracker;
+use crate::audit::{Auditor, Full, Pending, Record};
 use crate::jsonrpc::error::{error_response, with_error_object};
 use crate::jsonrpc::message::IdKey;
 use crate::jsonrpc::writer::Outbox;
@@ -25,6 +26,21 @@ struct Slot {
     raw_id: String,
     sink: Sink,
     task: Option<AbortHandle>,
+    /// Its audit line, with `--audit-log`.
+    audit: Option<Pending>,
+}
+
+/// Ends an audit line with the answer the host got (`None`: it was cancelled).
+fn audited(audit: Option<Pending>, answer: Option<&[u8]>) {
+    let Some(mut pending) = audit else { return };
+    match answer {
+        Some(line) => {
+            let answer = serde_json::from_slice(line).unwrap_or(serde_json::Value::Null);
+            pending.record.answered(&answer);
+        }
+        None => pending.record.outcome = crate::audit::Outcome::Cancelled,
+    }
+    pending.finish();
 }
 
 /// An error the relay answers with when the upstream could not.
@@ -70,6 +86,10 @@ pub struct Gate {
     diverted: std::sync::OnceLock<mpsc::Sender<Vec<u8>>>,
     /// Told whenever a slot is taken, so shutdown can wait for the last answer.
     taken: tokio::sync::Notify,
+    /// `--audit-log`: the log, and the upstream as its lines name it.
+    audit: Option<(Arc<Auditor>, String)>,
+    /// The host's `name/version`, from its `initialize`.
+    host: Mutex<Option<String>>,
 }
 
 impl Gate {
@@ -87,7 +107,48 @@ impl Gate {
             cancelled: Mutex::new(CancelTracker::new(cancel_ttl, max_in_flight.max(256) * 4)),
             diverted: std::sync::OnceLock::new(),
             taken: tokio::sync::Notify::new(),
+            audit: None,
+            host: Mutex::new(None),
         }
+    }
+
+    /// Writes an audit line per host request to `auditor`, naming the upstream `server`.
+    pub fn with_audit(mut self, auditor: Arc<Auditor>, server: String) -> Self {
+        self.audit = Some((auditor, server));
+        self
+    }
+
+    /// The audit line of a host request (none without `--audit-log`), its place in the
+    /// queue taken; `Err` when the queue is full and `--audit-when-full refuse` is set.
+    pub async fn audit(
+        &self,
+        method: &str,
+        raw_id: &str,
+        params: Option<&serde_json::value::RawValue>,
+    ) -> Result<Option<Pending>, Full> {
+        let Some((auditor, server)) = &self.audit else {
+            return Ok(None);
+        };
+        let params: serde_json::Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let client = {
+            let mut host = self.host.lock().expect("host lock");
+            if let Some(info) = params.get("clientInfo").filter(|_| method == "initialize") {
+                let text = |key| {
+                    info.get(key)
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                };
+                *host = Some(format!("{}/{}", text("name"), text("version")));
+            }
+            host.clone()
+        };
+        let mut record = Record::of_request(method, raw_id, &params, auditor.settings.arguments);
+        record.client = client;
+        record.server = Some(server.clone());
+        let slot = auditor.slot().await?;
+        Ok(Some(Pending::new(slot, record)))
     }
 
     /// Waits until no request waits for an answer (over HTTP+SSE the answers come after
@@ -126,8 +187,14 @@ impl Gate {
         &self.out
     }
 
-    /// Starts waiting for the answer to `id`.
-    pub fn register(&self, id: IdKey, raw_id: &str, sink: Sink) -> Registered {
+    /// Starts waiting for the answer to `id` (`audit`: its audit line, ended with it).
+    pub fn register(
+        &self,
+        id: IdKey,
+        raw_id: &str,
+        sink: Sink,
+        audit: Option<Pending>,
+    ) -> Registered {
         let mut slots = self.slots.lock().expect("gate lock");
         if slots.contains_key(&id) {
             return Registered::Duplicate;
@@ -142,6 +209,7 @@ impl Gate {
                 raw_id: raw_id.to_owned(),
                 sink,
                 task: None,
+                audit,
             },
         );
         Registered::Ok
@@ -169,6 +237,7 @@ impl Gate {
         let slot = self.take(id);
         match slot {
             Some(slot) => {
+                audited(slot.audit, Some(&line));
                 send(&self.out, slot.sink, Some(line)).await;
                 true
             }
@@ -199,6 +268,7 @@ impl Gate {
                 &failure.message,
                 failure.data.clone(),
             );
+            audited(slot.audit, Some(&line));
             send(&self.out, slot.sink, Some(line)).await;
         }
     }
@@ -231,6 +301,7 @@ impl Gate {
         if let Some(task) = slot.task {
             task.abort();
         }
+        audited(slot.audit, None);
         send(&self.out, slot.sink, None).await;
     }
 

@@ -53,12 +53,30 @@ pub async fn run(config: RelayConfig) -> i32 {
     // Dropped last: puts stdin and stdout back in blocking mode for whoever shares them.
     let mut stdio = StdioModes::default();
     let (outbox, mut writer_ended) = writer::spawn(stdio.output(), 1024);
-    let gate = Arc::new(Gate::new(
+    let mut gate = Gate::new(
         outbox.clone(),
         config.cancel_filter,
         config.cancel_ttl,
         config.max_in_flight,
-    ));
+    );
+    if let Some(settings) = config.audit.clone() {
+        match crate::audit::Auditor::start(settings) {
+            // The upstream as the lines name it: no query or user info, which may hold
+            // secrets.
+            Ok(auditor) => {
+                let mut named = config.url.clone();
+                named.set_query(None);
+                let _ = named.set_username("");
+                let _ = named.set_password(None);
+                gate = gate.with_audit(auditor, named.to_string());
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                return 1;
+            }
+        }
+    }
+    let gate = Arc::new(gate);
     let link = match Link::new(&config, gate.clone()) {
         Ok(link) => link,
         Err(e) => {

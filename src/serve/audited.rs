@@ -5,7 +5,6 @@
 //! or `cancelled` when the stream is dropped before it.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -17,7 +16,7 @@ use serde_json::Value;
 
 use super::gateway::Gateway;
 use super::responses::{header, json_error};
-use crate::audit::{self, Auditor, Outcome, Record, Slot};
+use crate::audit::{self, Auditor, Outcome, Pending, Record};
 use crate::jsonrpc::error::INTERNAL_ERROR;
 use crate::jsonrpc::message::{Kind, Message};
 
@@ -26,11 +25,7 @@ use crate::jsonrpc::message::{Kind, Message};
 pub struct RefusedBy(pub String);
 
 /// A request being audited.
-pub struct Audited {
-    slot: Slot,
-    record: Record,
-    started: Instant,
-}
+pub struct Audited(Pending);
 
 /// Starts the line of a request (none for a notification or a client's answer, or with no
 /// audit log). `Err`: the queue is full and `--audit-when-full refuse` says to refuse.
@@ -61,41 +56,31 @@ pub async fn begin(
         .unwrap_or(Value::Null);
     let method = parsed.method.as_deref().unwrap_or_default();
     let session = header(headers, "mcp-session-id").map(str::to_owned);
-    let record = Record {
-        time: audit::timestamp(SystemTime::now()),
-        principal: principal.map(str::to_owned),
-        client: client(gateway, principal, session.as_deref(), &params),
-        server: gateway.config.command.server.clone(),
-        method: method.to_owned(),
-        name: name(&params),
-        arguments_digest: arguments(&params).map(audit::digest),
-        arguments: arguments(&params)
-            .filter(|_| auditor.settings.arguments)
-            .map(audit::redacted),
-        outcome: Outcome::Ok,
-        rule: None,
-        error_code: None,
-        duration_ms: 0.0,
-        id: serde_json::from_str(raw_id).unwrap_or(Value::Null),
-        session,
-        trace_id: trace(&params, headers),
-    };
-    Ok(Some(Audited {
-        slot,
-        record,
-        started: Instant::now(),
-    }))
+    let mut record = Record::of_request(method, raw_id, &params, auditor.settings.arguments);
+    record.principal = principal.map(str::to_owned);
+    record.client = client(gateway, principal, session.as_deref(), &params);
+    record.server = gateway.config.command.server.clone();
+    record.session = session;
+    // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
+    if record.trace_id.is_none() {
+        record.trace_id = header(headers, "traceparent").and_then(audit::trace_id);
+    }
+    Ok(Some(Audited(Pending::new(slot, record))))
 }
 
 impl Audited {
+    fn record(&mut self) -> &mut Record {
+        &mut self.0.record
+    }
+
     /// The response the client gets, its outcome read as it goes out.
     pub async fn finish(mut self, response: Response<Body>) -> Response<Body> {
         if let Some(RefusedBy(rule)) = response.extensions().get::<RefusedBy>() {
-            self.record.outcome = Outcome::Refused;
-            self.record.rule = Some(rule.clone());
+            self.record().outcome = Outcome::Refused;
+            self.record().rule = Some(rule.clone());
         }
-        if self.record.session.is_none() {
-            self.record.session = header(response.headers(), "mcp-session-id").map(str::to_owned);
+        if self.record().session.is_none() {
+            self.record().session = header(response.headers(), "mcp-session-id").map(str::to_owned);
         }
         let streamed = response
             .headers()
@@ -111,42 +96,25 @@ impl Audited {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        let status = parts.status;
-        self.classify(status, &bytes);
-        self.write();
+        self.classify(parts.status, &bytes);
+        self.0.finish();
         Response::from_parts(parts, Body::from(bytes))
     }
 
     /// The outcome of an answer (or an HTTP refusal) the client was sent.
     fn classify(&mut self, status: StatusCode, body: &[u8]) {
         let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
-            self.record.error_code = Some(code);
-        }
-        if self.record.outcome == Outcome::Refused {
+        let record = self.record();
+        record.answered(&answer);
+        if record.outcome == Outcome::Refused {
             return;
         }
-        self.record.outcome = if status == StatusCode::GATEWAY_TIMEOUT {
-            Outcome::Timeout
-        } else if answer.get("error").is_some() || !status.is_success() {
-            self.record
-                .error_code
-                .get_or_insert(i64::from(status.as_u16()));
-            Outcome::ProtocolError
-        } else if answer.pointer("/result/isError") == Some(&Value::Bool(true)) {
-            Outcome::ToolError
-        } else if answer.pointer("/result/resultType").and_then(Value::as_str)
-            == Some("input_required")
-        {
-            Outcome::InputRequired
-        } else {
-            Outcome::Ok
-        };
-    }
-
-    fn write(mut self) {
-        self.record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        self.slot.write(self.record);
+        if status == StatusCode::GATEWAY_TIMEOUT {
+            record.outcome = Outcome::Timeout;
+        } else if !status.is_success() {
+            record.outcome = Outcome::ProtocolError;
+            record.error_code.get_or_insert(i64::from(status.as_u16()));
+        }
     }
 
     /// A streamed response: its answer is the event that carries a result or an error.
@@ -181,7 +149,7 @@ impl Watching {
             if answer {
                 audited.classify(StatusCode::OK, data.as_bytes());
                 if let Some(audited) = self.0.take() {
-                    audited.write();
+                    audited.0.finish();
                 }
                 return;
             }
@@ -192,10 +160,10 @@ impl Watching {
 impl Drop for Watching {
     fn drop(&mut self) {
         if let Some(mut audited) = self.0.take() {
-            if audited.record.outcome != Outcome::Refused {
-                audited.record.outcome = Outcome::Cancelled;
+            if audited.record().outcome != Outcome::Refused {
+                audited.record().outcome = Outcome::Cancelled;
             }
-            audited.write();
+            audited.0.finish();
         }
     }
 }
@@ -218,31 +186,6 @@ fn client(
     let session = gateway.sessions.get(session?, principal).ok()?;
     let client = session.client.get()?;
     Some(format!("{}/{}", client.name, client.version))
-}
-
-/// The tool or prompt the request names, or the resource URI.
-fn name(params: &Value) -> Option<String> {
-    let named = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .or_else(|| params.pointer("/ref/name"))
-        .or_else(|| params.pointer("/ref/uri"));
-    named.and_then(Value::as_str).map(str::to_owned)
-}
-
-/// A call's arguments (a completion's argument).
-fn arguments(params: &Value) -> Option<&Value> {
-    params.get("arguments").or_else(|| params.get("argument"))
-}
-
-/// The trace the request belongs to: `params._meta.traceparent` (SEP-414) over the
-/// `traceparent` header, as Envoy reads them.
-fn trace(params: &Value, headers: &HeaderMap) -> Option<String> {
-    params
-        .pointer("/_meta/traceparent")
-        .and_then(Value::as_str)
-        .and_then(audit::trace_id)
-        .or_else(|| header(headers, "traceparent").and_then(audit::trace_id))
 }
 
 /// The auditor, if any, for the `/metrics` lines.

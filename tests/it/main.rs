@@ -15,6 +15,7 @@ mod layers;
 mod oauth;
 mod policy_check;
 mod relay_answers;
+mod relay_audit;
 mod relay_cancel;
 mod relay_eras;
 mod relay_http;

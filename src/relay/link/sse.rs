@@ -394,7 +394,11 @@ async fn reinitialize(link: Arc<Link>, endpoint: Uri, stream: u64) {
         let raw_id = format!("\"mcp-stdio-reinit-{n}\"");
         let id = IdKey::Str(format!("mcp-stdio-reinit-{n}"));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        if link.gate.register(id.clone(), &raw_id, Sink::Batch(tx)) != Registered::Ok {
+        if link
+            .gate
+            .register(id.clone(), &raw_id, Sink::Batch(tx), None)
+            != Registered::Ok
+        {
             tracing::warn!("could not re-initialize over HTTP+SSE: too many requests in flight");
         } else {
             state.note_posted(&link.gate, id.clone(), stream);
