@@ -258,33 +258,5 @@ fn principal(path: &std::path::Path) -> Result<Principal, String> {
         .ok()
         .filter(Value::is_object)
         .ok_or_else(|| format!("--as {shown}: not a JSON object; write {{\"sub\": \"ada\", \"claims\": {{…}}, \"scopes\": [\"mcp:tools\"], \"groups\": [\"staff\"]}}"))?;
-    let strings = |v: Option<&Value>| -> Vec<String> {
-        match v {
-            Some(Value::Array(items)) => items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            Some(Value::String(s)) => s
-                .split(' ')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
-    let text_of = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
-    if let Some(claims) = value.get("claims") {
-        return Ok(Principal::new(
-            text_of(value.get("sub")).or_else(|| text_of(claims.get("sub"))),
-            claims.clone(),
-            strings(value.get("scopes")),
-            text_of(value.get("user")),
-            strings(value.get("groups")),
-        ));
-    }
-    // A token's claims as they are.
-    let sub = text_of(value.get("sub"));
-    let scopes = strings(value.get("scope").or(value.get("scp")));
-    Ok(Principal::new(sub, value, scopes, None, Vec::new()))
+    Ok(Principal::from_json(&value).expect("an object, checked above"))
 }

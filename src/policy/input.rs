@@ -48,6 +48,51 @@ impl Principal {
         self.sub.as_deref()
     }
 
+    /// The gateway's shape, `{"sub", "claims", "scopes", "user", "groups"}`: what
+    /// `policy check --as` reads and a replica forwards with a request.
+    pub fn to_json(&self) -> Json {
+        serde_json::json!({
+            "sub": self.sub,
+            "claims": self.claims,
+            "scopes": self.scopes,
+            "user": self.user,
+            "groups": self.groups,
+        })
+    }
+
+    /// A principal from the gateway's shape (an object with `claims`), or from a token's
+    /// claims as they are (`sub`, and `scope` or `scp` for the scopes). `None` for what is
+    /// not an object.
+    pub fn from_json(value: &Json) -> Option<Principal> {
+        if !value.is_object() {
+            return None;
+        }
+        let strings = |v: Option<&Json>| -> Vec<String> {
+            match v {
+                Some(Json::Array(items)) => items
+                    .iter()
+                    .filter_map(Json::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                Some(Json::String(s)) => s.split_ascii_whitespace().map(str::to_owned).collect(),
+                _ => Vec::new(),
+            }
+        };
+        let text_of = |v: Option<&Json>| v.and_then(Json::as_str).map(str::to_owned);
+        if let Some(claims) = value.get("claims") {
+            return Some(Principal::new(
+                text_of(value.get("sub")).or_else(|| text_of(claims.get("sub"))),
+                claims.clone(),
+                strings(value.get("scopes")),
+                text_of(value.get("user")),
+                strings(value.get("groups")),
+            ));
+        }
+        let sub = text_of(value.get("sub"));
+        let scopes = strings(value.get("scope").or(value.get("scp")));
+        Some(Principal::new(sub, value.clone(), scopes, None, Vec::new()))
+    }
+
     fn value(&self) -> Result<Value, String> {
         if let Some(made) = self.made.get() {
             return Ok(made.clone());

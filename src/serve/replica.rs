@@ -34,6 +34,8 @@ pub struct Forward<'a> {
     pub headers: &'a HeaderMap,
     pub body: Bytes,
     pub principal: Option<&'a str>,
+    /// What a policy rule sees of the caller, sent along for the owner's policy.
+    pub identity: Option<&'a crate::policy::Principal>,
     /// The id a failure answers to (`null` when unknown).
     pub raw_id: &'a str,
     pub purpose: Purpose,
@@ -53,7 +55,8 @@ pub async fn to_owner(gateway: &Gateway, forward: Forward<'_>) -> Response<Body>
         session: super::responses::header(forward.headers, super::legacy::SESSION_ID),
         last_event_id: super::responses::header(forward.headers, "last-event-id"),
     };
-    let introduction = cluster.introduce(&bound, &forward.body, forward.principal);
+    let introduction =
+        cluster.introduce_as(&bound, &forward.body, forward.principal, forward.identity);
     let sent = cluster
         .forwarder
         .send(

@@ -576,3 +576,58 @@ when = "true"
     .await;
     assert!(text(&refused).contains("\"a-is-not-slow\""), "{refused}");
 }
+
+#[tokio::test]
+async fn a_replica_forwards_what_the_rules_see_of_the_caller_to_the_sessions_owner() {
+    let policy = "[[rules]]\nname = \"admins\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"'admins' in principal.groups && principal.claims.role == 'ops'\"\n";
+    let setup = Setup::new(policy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(
+        &key,
+        "a-cluster-key-of-more-than-thirty-two-bytes-for-tests\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let advertise = format!("http://127.0.0.1:{port}");
+        let flags = [
+            "--port",
+            &port,
+            "--cluster-key-file",
+            key.to_str().unwrap(),
+            "--advertise-url",
+            &advertise,
+            "--oauth-issuer",
+            setup.issuer.url.as_str(),
+            "--oauth-audience",
+            AUDIENCE,
+            "--oauth-scope",
+            SCOPE,
+            "--policy",
+            setup.policy.to_str().unwrap(),
+        ];
+        replicas.push(Serve::start_with(&flags, &[fixture().as_str()], &[]).await);
+    }
+    let ops = setup.token("ada", json!({"role": "ops", "groups": ["admins"]}));
+    let guest = setup.token("gus", json!({"role": "guest", "groups": ["admins"]}));
+    let echo = json!({"name": "echo", "arguments": {"text": "via b"}});
+    for (bearer, allowed) in [(&ops, true), (&guest, false)] {
+        // The session lives on the first replica; its calls land on the second.
+        let session = session(&replicas[0], bearer, "t").await;
+        let answer = request(&replicas[1], bearer, &session, "tools/call", echo.clone()).await;
+        if allowed {
+            assert_eq!(text(&answer), "via b", "{answer}");
+        } else {
+            assert_eq!(answer["result"]["isError"], true, "{answer}");
+        }
+    }
+}

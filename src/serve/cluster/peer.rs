@@ -15,6 +15,7 @@ use http::{HeaderValue, Method};
 
 use super::Cluster;
 use super::replay::FirstUse;
+use crate::policy::Principal;
 
 pub const PEER_HEADER: &str = "mcp-stdio-peer";
 /// How old (or, for clock skew, how far ahead) an introduction may be. A forward is sent
@@ -22,7 +23,7 @@ pub const PEER_HEADER: &str = "mcp-stdio-peer";
 /// the replicas' clocks synchronised, as NTP does); not a resource bound.
 pub const MAX_AGE: Duration = Duration::from_secs(5);
 /// What marks this format; an introduction from an earlier release has none.
-const VERSION: &str = "v2";
+const VERSION: &str = "v3";
 
 /// What an introduction is made for and checked against: everything of the request that
 /// decides what it does, besides its body (a digest, checked once the body is read).
@@ -41,6 +42,8 @@ pub struct Bound<'a> {
 pub struct Introduction {
     /// The caller as the forwarding replica authenticated it.
     pub principal: Option<String>,
+    /// What a policy rule saw of the caller there (its claims, scopes, groups).
+    pub identity: Option<Principal>,
     /// SHA-256 of the body the forwarder sent, base64url: the owner compares it.
     body: String,
 }
@@ -77,16 +80,32 @@ fn field(value: Option<&str>) -> String {
 }
 
 impl Cluster {
-    /// The header for forwarding the request `bound` with `body` for `principal`.
+    /// The header for forwarding the request `bound` with `body` for `principal` (what a
+    /// policy rule sees of it unknown).
     pub fn introduce(
         &self,
         bound: &Bound<'_>,
         body: &[u8],
         principal: Option<&str>,
     ) -> HeaderValue {
+        self.introduce_as(bound, body, principal, None)
+    }
+
+    /// The header for forwarding the request `bound` with `body` for `principal`, with
+    /// what a policy rule sees of it (`identity`: its claims, scopes and groups), so the
+    /// owner judges the request as this replica would have.
+    pub fn introduce_as(
+        &self,
+        bound: &Bound<'_>,
+        body: &[u8],
+        principal: Option<&str>,
+        identity: Option<&Principal>,
+    ) -> HeaderValue {
         let stamp = self.sequences.stamp(bound.to);
+        // Compact JSON holds no newline: the field stays one line.
+        let identity = identity.map(|i| i.to_json().to_string());
         let plain = format!(
-            "{VERSION}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+            "{VERSION}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
             unix_now(),
             stamp,
             bound.to,
@@ -95,6 +114,7 @@ impl Cluster {
             field(bound.session),
             field(bound.last_event_id),
             digest(body),
+            field(identity.as_deref()),
             field(principal),
         );
         HeaderValue::from_str(&self.peers.seal(plain.as_bytes()))
@@ -115,7 +135,7 @@ impl Cluster {
             .open(sealed)
             .ok_or(Refused::Invalid("not sealed with this cluster's key"))?;
         let plain = String::from_utf8(plain).map_err(|_| Refused::Invalid("not text"))?;
-        let fields: Vec<&str> = plain.splitn(10, '\n').collect();
+        let fields: Vec<&str> = plain.splitn(11, '\n').collect();
         let [
             version,
             at,
@@ -126,6 +146,7 @@ impl Cluster {
             session,
             last_event_id,
             body,
+            identity,
             who,
         ] = fields[..]
         else {
@@ -159,6 +180,15 @@ impl Cluster {
                     .to_owned(),
             ),
         };
+        let identity = match identity {
+            "-" => None,
+            json => Some(
+                json.strip_prefix('=')
+                    .and_then(|j| serde_json::from_str(j).ok())
+                    .and_then(|j| Principal::from_json(&j))
+                    .ok_or(Refused::Invalid("malformed"))?,
+            ),
+        };
         // Last, so that nothing invalid is recorded.
         match self.replays.first_use(stamp) {
             FirstUse::Yes => {}
@@ -168,6 +198,7 @@ impl Cluster {
         }
         Ok(Introduction {
             principal,
+            identity,
             body: body.to_owned(),
         })
     }
@@ -301,6 +332,26 @@ mod tests {
     }
 
     #[test]
+    fn what_a_policy_rule_sees_of_the_caller_goes_along() {
+        let sender = cluster(KEY, "http://127.0.0.1:2");
+        let owner = cluster(KEY, OWNER);
+        let identity = Principal::new(
+            Some("alice".into()),
+            serde_json::json!({"sub": "alice", "role": "ops", "note": "two\nlines"}),
+            vec!["mcp:tools".into()],
+            None,
+            vec!["admins".into()],
+        );
+        let header = sender.introduce_as(&post(None), b"", Some("alice"), Some(&identity));
+        let introduced = owner.introduction(&header, &post(None)).unwrap();
+        assert_eq!(introduced.principal.as_deref(), Some("alice"));
+        assert_eq!(
+            introduced.identity.map(|i| i.to_json()),
+            Some(identity.to_json())
+        );
+    }
+
+    #[test]
     fn forged_stale_old_format_and_foreign_introductions_are_refused() {
         let owner = cluster(KEY, OWNER);
         let stranger = cluster("another-cluster-key-longer-than-thirty-two-bytes-B", OWNER);
@@ -318,7 +369,7 @@ mod tests {
             |plain: String| HeaderValue::from_str(&owner.peers.seal(plain.as_bytes())).unwrap();
         let made_at = |at: u64| {
             seal(format!(
-                "{VERSION}\n{at}\ntest.{at}\n{OWNER}\nPOST\n/mcp\n-\n-\n{}\n-",
+                "{VERSION}\n{at}\ntest.{at}\n{OWNER}\nPOST\n/mcp\n-\n-\n{}\n-\n-",
                 digest(b"")
             ))
         };

@@ -59,9 +59,14 @@ pub async fn handle(
         if !path.eq_ignore_ascii_case(&config.path) {
             return text(StatusCode::NOT_FOUND, "not found\n");
         }
-        // What a rule sees of a forwarded caller is its name (the introduction carries
-        // no more).
-        let caller = introduced.principal.as_deref().map(Caller::named);
+        // What a rule sees of a forwarded caller is what the forwarding replica saw.
+        let caller = introduced.principal.as_deref().map(|name| {
+            let mut caller = Caller::named(name);
+            if let Some(identity) = &introduced.identity {
+                caller.identity = Arc::new(identity.clone());
+            }
+            caller
+        });
         return endpoint(&gateway, caller, Some(&introduced), request).await;
     }
     if let Err(refused) = guards(&gateway, peer, request.headers()) {
@@ -171,7 +176,7 @@ async fn endpoint(
     if introduced.is_none()
         && let Some(owner) = session_elsewhere(gateway, request.headers())
     {
-        let response = to_session_owner(gateway, owner, principal, request).await;
+        let response = to_session_owner(gateway, owner, principal, &identity, request).await;
         gateway.metrics.observe(
             method.as_str(),
             response.status().as_u16(),
@@ -295,6 +300,7 @@ async fn to_session_owner(
     gateway: &Gateway,
     owner: String,
     principal: Option<String>,
+    identity: &crate::policy::Principal,
     request: Request<Inbound>,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
@@ -314,6 +320,7 @@ async fn to_session_owner(
             path_and_query,
             headers: &parts.headers,
             body,
+            identity: principal.is_some().then_some(identity),
             principal: principal.as_deref(),
             raw_id: "null",
             purpose: Purpose::Session,

@@ -206,6 +206,7 @@ impl Post<'_> {
             headers: self.headers(),
             body: self.body.clone(),
             principal: self.principal.as_deref(),
+            identity: self.principal.is_some().then_some(&*self.identity),
             raw_id: self.raw_id(),
             purpose: Purpose::Retry,
         };
