@@ -559,11 +559,11 @@ def bench_policy_audit(args, script: str) -> None:
     policy.write_text(BENCH_POLICY)
     audit = Path(state.name) / "audit.log"
     try:
-        runs = {"plain": [], "policy+audit": []}
+        runs = {"plain": [], "policy": [], "audit": [], "policy+audit": []}
         for round_number in range(3):
             order = list(runs) if round_number % 2 == 0 else list(reversed(runs))
             for mode in order:
-                flags = ["--policy", str(policy), "--audit-log", str(audit)] if mode != "plain" else []
+                flags = (["--policy", str(policy)] if "policy" in mode else []) + (["--audit-log", str(audit)] if "audit" in mode else [])
                 command = [args.binary, "serve", "--port", str(port), "--log-level", "off", *flags, "--", *BACKEND]
                 runs[mode].append(measure(f"serve ({mode})", command, url, args.seconds, script, args.modern))
         lines = sum(1 for _ in audit.open()) if audit.exists() else 0

@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How an operation ended, as its client saw it.
@@ -28,11 +28,12 @@ pub enum Outcome {
     InputRequired,
 }
 
-/// One operation.
-#[derive(Debug, Clone, Serialize)]
+/// One operation. What costs (the time's text, the arguments' digest, their redaction) is
+/// done when the line is written, on the writer's thread, not on the request's path.
+#[derive(Debug, Clone)]
 pub struct Record {
-    /// When it began, RFC 3339 UTC with milliseconds.
-    pub time: String,
+    /// When it began.
+    pub time: SystemTime,
     pub principal: Option<String>,
     /// The client application's `name/version`.
     pub client: Option<String>,
@@ -41,17 +42,14 @@ pub struct Record {
     pub method: String,
     /// The tool or prompt name, or the resource URI.
     pub name: Option<String>,
-    /// `sha256:HEX` of the arguments as JSON (keys sorted).
-    pub arguments_digest: Option<String>,
-    /// The arguments themselves, redacted (`--audit-arguments` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The arguments as sent: written as `arguments_digest`, and (redacted) as
+    /// `arguments` when `with_values`.
     pub arguments: Option<Value>,
+    pub with_values: bool,
     pub outcome: Outcome,
     /// The policy rule that refused it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     /// The JSON-RPC error code, or the HTTP status of a refusal.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<i64>,
     pub duration_ms: f64,
     /// The JSON-RPC id, as the client sent it.
@@ -60,55 +58,135 @@ pub struct Record {
     pub trace_id: Option<String>,
 }
 
+/// A record as its line is written.
+#[derive(Serialize)]
+struct Line<'a> {
+    time: String,
+    principal: &'a Option<String>,
+    client: &'a Option<String>,
+    server: &'a Option<String>,
+    method: &'a str,
+    name: &'a Option<String>,
+    arguments_digest: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<Value>,
+    outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<i64>,
+    duration_ms: f64,
+    id: &'a Value,
+    session: &'a Option<String>,
+    trace_id: &'a Option<String>,
+}
+
+impl Serialize for Record {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Line {
+            time: timestamp(self.time),
+            principal: &self.principal,
+            client: &self.client,
+            server: &self.server,
+            method: &self.method,
+            name: &self.name,
+            arguments_digest: self.arguments.as_ref().map(digest),
+            arguments: self
+                .arguments
+                .as_ref()
+                .filter(|_| self.with_values)
+                .map(redacted),
+            outcome: self.outcome,
+            rule: &self.rule,
+            error_code: self.error_code,
+            duration_ms: self.duration_ms,
+            id: &self.id,
+            session: &self.session,
+            trace_id: &self.trace_id,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// What the outcome is read from in an answer; the rest is skipped, not built.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(default)]
+    error: Option<ErrorPart>,
+    #[serde(default, borrow)]
+    result: Option<ResultPart<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ErrorPart {
+    #[serde(default)]
+    code: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct ResultPart<'a> {
+    #[serde(default, rename = "isError")]
+    is_error: Option<bool>,
+    #[serde(default, rename = "resultType", borrow)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+}
+
 impl Record {
-    /// The line of a request as it arrives: its method, id, target, arguments (their values
-    /// only if `with_values`, redacted) and the trace of its `_meta.traceparent`; the rest
-    /// is for the caller to fill.
-    pub fn of_request(method: &str, raw_id: &str, params: &Value, with_values: bool) -> Record {
+    /// The line of a request as it arrives: its method, id, target, arguments and the
+    /// trace of its `_meta.traceparent`; the rest is for the caller to fill.
+    pub fn of_request(method: &str, raw_id: &str, mut params: Value, with_values: bool) -> Record {
         let named = params
             .get("name")
             .or_else(|| params.get("uri"))
             .or_else(|| params.pointer("/ref/name"))
-            .or_else(|| params.pointer("/ref/uri"));
-        let arguments = params.get("arguments").or_else(|| params.get("argument"));
+            .or_else(|| params.pointer("/ref/uri"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let trace = params
+            .pointer("/_meta/traceparent")
+            .and_then(Value::as_str)
+            .and_then(trace_id);
+        let arguments = match params.get_mut("arguments") {
+            Some(arguments) => Some(arguments.take()),
+            None => params.get_mut("argument").map(Value::take),
+        };
         Record {
-            time: timestamp(SystemTime::now()),
+            time: SystemTime::now(),
             principal: None,
             client: None,
             server: None,
             method: method.to_owned(),
-            name: named.and_then(Value::as_str).map(str::to_owned),
-            arguments_digest: arguments.map(digest),
-            arguments: arguments.filter(|_| with_values).map(redacted),
+            name: named,
+            arguments,
+            with_values,
             outcome: Outcome::Ok,
             rule: None,
             error_code: None,
             duration_ms: 0.0,
             id: serde_json::from_str(raw_id).unwrap_or(Value::Null),
             session: None,
-            trace_id: params
-                .pointer("/_meta/traceparent")
-                .and_then(Value::as_str)
-                .and_then(trace_id),
+            trace_id: trace,
         }
     }
 
-    /// The outcome of the JSON-RPC answer the client was sent (a refusal already noted
-    /// stays one).
-    pub fn answered(&mut self, answer: &Value) {
-        if let Some(code) = answer.pointer("/error/code").and_then(Value::as_i64) {
+    /// The outcome of the JSON-RPC answer (its bytes) the client was sent (a refusal
+    /// already noted stays one).
+    pub fn answered(&mut self, answer: &[u8]) {
+        let Ok(answer) = serde_json::from_slice::<Answer<'_>>(answer) else {
+            return;
+        };
+        if let Some(code) = answer.error.as_ref().and_then(|e| e.code) {
             self.error_code = Some(code);
         }
         if self.outcome == Outcome::Refused {
             return;
         }
-        self.outcome = if answer.get("error").is_some() {
+        let result = answer.result.as_ref();
+        self.outcome = if answer.error.is_some() {
             Outcome::ProtocolError
-        } else if answer.pointer("/result/isError") == Some(&Value::Bool(true)) {
+        } else if result.and_then(|r| r.is_error) == Some(true) {
             Outcome::ToolError
-        } else if answer.pointer("/result/resultType").and_then(Value::as_str)
-            == Some("input_required")
-        {
+        } else if result.and_then(|r| r.result_type.as_deref()) == Some("input_required") {
             Outcome::InputRequired
         } else {
             Outcome::Ok

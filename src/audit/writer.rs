@@ -13,6 +13,13 @@ use tokio::sync::mpsc;
 use super::Stats;
 use super::record::Record;
 
+/// A batch smaller than this waits `GATHER_FOR` for more before it is written.
+const GATHER_BELOW: usize = 64;
+const GATHER_FOR: std::time::Duration = std::time::Duration::from_millis(5);
+/// Only a queue this long gathers: a short one (`--audit-queue`) would fill while the
+/// writer waits.
+const GATHER_QUEUE: usize = 1024;
+
 /// Where the lines go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sink {
@@ -93,20 +100,35 @@ pub fn run(sink: Sink, mut lines: mpsc::Receiver<Record>, stats: Arc<Stats>) {
         while let Ok(more) = lines.try_recv() {
             batch.push(more);
         }
+        // A few lines at a time, each its own write and wake-up, would cost every request
+        // a system call or two: while the writer keeps up easily it lets lines gather for
+        // a moment (they are in the queue, their places taken, so nothing is lost by it).
+        if batch.len() < GATHER_BELOW && lines.max_capacity() >= GATHER_QUEUE {
+            std::thread::sleep(GATHER_FOR);
+            while let Ok(more) = lines.try_recv() {
+                batch.push(more);
+            }
+        }
+        let mut written = Ok(());
         let mut text = Vec::new();
         for record in &batch {
+            text.clear();
             serde_json::to_writer(&mut text, record).expect("JSON serializes");
             text.push(b'\n');
+            written = written.and_then(|()| match &sink {
+                Sink::Stdout => std::io::stdout().lock().write_all(&text),
+                Sink::Stderr => std::io::stderr().lock().write_all(&text),
+                Sink::File {
+                    path,
+                    max_bytes,
+                    keep,
+                } => to_file(&mut file, path, *max_bytes, *keep, &text),
+            });
         }
-        let written = match &sink {
-            Sink::Stdout => std::io::stdout().lock().write_all(&text),
-            Sink::Stderr => std::io::stderr().lock().write_all(&text),
-            Sink::File {
-                path,
-                max_bytes,
-                keep,
-            } => to_file(&mut file, path, *max_bytes, *keep, &text),
-        };
+        // One flush per batch: the lines are out before the writer waits again.
+        if let Some(current) = file.as_mut() {
+            written = written.and_then(|()| current.out.flush());
+        }
         match written {
             Ok(()) => {
                 stats
@@ -144,7 +166,6 @@ fn to_file(
     }
     let current = file.as_mut().expect("opened above");
     current.out.write_all(text)?;
-    current.out.flush()?;
     current.size += text.len() as u64;
     Ok(())
 }
@@ -168,6 +189,7 @@ mod tests {
             )
             .unwrap();
         }
+        file.as_mut().unwrap().out.flush().unwrap();
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

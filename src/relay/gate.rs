@@ -34,10 +34,7 @@ struct Slot {
 fn audited(audit: Option<Pending>, answer: Option<&[u8]>) {
     let Some(mut pending) = audit else { return };
     match answer {
-        Some(line) => {
-            let answer = serde_json::from_slice(line).unwrap_or(serde_json::Value::Null);
-            pending.record.answered(&answer);
-        }
+        Some(line) => pending.record.answered(line),
         None => pending.record.outcome = crate::audit::Outcome::Cancelled,
     }
     pending.finish();
@@ -144,7 +141,7 @@ impl Gate {
             }
             host.clone()
         };
-        let mut record = Record::of_request(method, raw_id, &params, auditor.settings.arguments);
+        let mut record = Record::of_request(method, raw_id, params, auditor.settings.arguments);
         record.client = client;
         record.server = Some(server.clone());
         let slot = auditor.slot().await?;

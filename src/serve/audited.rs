@@ -56,9 +56,10 @@ pub async fn begin(
         .unwrap_or(Value::Null);
     let method = parsed.method.as_deref().unwrap_or_default();
     let session = header(headers, "mcp-session-id").map(str::to_owned);
-    let mut record = Record::of_request(method, raw_id, &params, auditor.settings.arguments);
+    let client = client(gateway, principal, session.as_deref(), &params);
+    let mut record = Record::of_request(method, raw_id, params, auditor.settings.arguments);
     record.principal = principal.map(str::to_owned);
-    record.client = client(gateway, principal, session.as_deref(), &params);
+    record.client = client;
     record.server = gateway.config.command.server.clone();
     record.session = session;
     // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
@@ -103,9 +104,8 @@ impl Audited {
 
     /// The outcome of an answer (or an HTTP refusal) the client was sent.
     fn classify(&mut self, status: StatusCode, body: &[u8]) {
-        let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         let record = self.record();
-        record.answered(&answer);
+        record.answered(body);
         if record.outcome == Outcome::Refused {
             return;
         }

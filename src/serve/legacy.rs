@@ -399,11 +399,16 @@ async fn police(
     let params: Option<serde_json::Value> = parsed
         .params
         .and_then(|p| serde_json::from_str(p.get()).ok());
-    let client = session.client.get().cloned().unwrap_or_default();
+    // A session whose initialize named no client still speaks the handshake era.
+    static UNNAMED: std::sync::LazyLock<Client> = std::sync::LazyLock::new(|| Client {
+        era: "handshake".into(),
+        ..Client::default()
+    });
+    let client = session.client.get().unwrap_or(&UNNAMED);
     let asked = Asked {
         session,
         identity,
-        client: &client,
+        client,
         method: parsed.method.as_deref().unwrap_or_default(),
         raw_id,
         params: params.as_ref(),
