@@ -571,10 +571,11 @@ def bench_policy_audit(args, script: str) -> None:
         state.cleanup()
     med = lambda mode, phase, key: statistics.median(r[phase][key] for r in runs[mode])
     print(f"serve plain vs ten policy rules on every call and an audit log to a file, {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase; {lines} audit lines written\n")
-    print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms per call |")
-    print("|---|---|---|---|---|")
+    print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms per call | non-2xx |")
+    print("|---|---|---|---|---|---|")
     for mode in runs:
-        print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} | {med(mode, 'many', 'cpu_ms_per_call'):.3f} |")
+        errors = sum(r["one"]["errors"] + r["many"]["errors"] for r in runs[mode])
+        print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} | {med(mode, 'many', 'cpu_ms_per_call'):.3f} | {errors} |")
     print(f"\ncalls/s with policy and audit / without: {med('policy+audit', 'many', 'rps') / med('plain', 'many', 'rps'):.2f} (target >= 0.9)")
     print(f"p50 added: {(med('policy+audit', 'one', 'p50_ms') - med('plain', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
 
