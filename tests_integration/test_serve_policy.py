@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from helpers.paths import PEER_SCRIPTS
 from helpers.processes import start_serve, stop_serve
-from test_serve_identity import AUDIENCE, Identity, token_for
+from test_serve_identity import AUDIENCE, Identity, token_for, until
 
 pytestmark = pytest.mark.anyio
 
@@ -96,8 +96,13 @@ async def test_each_caller_sees_and_may_call_what_the_policy_says(served, mode):
             await client.call_tool("delete_note", {"name": "todo"})
         assert "Unknown tool: delete_note" in str(hidden.value)
 
-    lines = [json.loads(line) for line in audit.read_text().splitlines()]
-    calls = [line for line in lines if line["method"] == "tools/call"]
+    def calls_logged():
+        lines = [json.loads(line) for line in audit.read_text().splitlines()]
+        calls = [line for line in lines if line["method"] == "tools/call"]
+        return calls if len(calls) >= 4 else None
+
+    # The writer gathers lines for a few milliseconds before it writes them.
+    calls = until(calls_logged, "the four calls' audit lines")
     assert [(c["principal"], c["name"], c["outcome"]) for c in calls] == [
         ("alice", "write_note", "ok"),
         ("bob", "read_note", "ok"),
