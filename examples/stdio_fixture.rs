@@ -209,6 +209,13 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                     text(child.id().to_string())
                 }
                 "whoami" => text(std::process::id().to_string()),
+                // Unlisted: the trace context the call arrived with (`_meta.traceparent`).
+                "trace" => text(
+                    params["_meta"]["traceparent"]
+                        .as_str()
+                        .unwrap_or("none")
+                        .to_owned(),
+                ),
                 // Unlisted: a tool whose call fails as a tool (`isError`).
                 "fail" => {
                     json!({"content": [{"type": "text", "text": "it failed"}], "isError": true})

@@ -27,3 +27,4 @@ pub mod sandbox;
 pub mod secret;
 pub mod serve;
 pub mod shutdown;
+pub mod trace_context;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
-pub use record::{Outcome, Record, digest, redacted, timestamp, trace_id};
+pub use record::{Outcome, Record, digest, redacted, timestamp};
 pub use writer::Sink;
 
 /// What to do when the writer cannot keep up and the queue is full.

@@ -8,6 +8,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::trace_context::TraceContext;
+
 /// How an operation ended, as its client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,10 +144,7 @@ impl Record {
             .or_else(|| params.pointer("/ref/uri"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let trace = params
-            .pointer("/_meta/traceparent")
-            .and_then(Value::as_str)
-            .and_then(trace_id);
+        let trace = TraceContext::from_meta(&params).map(|t| t.trace_id().to_owned());
         let arguments = match params.get_mut("arguments") {
             Some(arguments) => Some(arguments.take()),
             None => params.get_mut("argument").map(Value::take),
@@ -248,26 +247,6 @@ pub fn redacted(arguments: &Value) -> Value {
     copy
 }
 
-/// The trace id of a W3C `traceparent` (`00-TRACEID-SPANID-FLAGS`), if it is one.
-pub fn trace_id(traceparent: &str) -> Option<String> {
-    let mut parts = traceparent.trim().split('-');
-    let (version, trace, span, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let hex = |s: &str, len: usize| {
-        s.len() == len
-            && s.bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    };
-    let valid = hex(version, 2)
-        && version != "ff"
-        && hex(trace, 32)
-        && trace.bytes().any(|b| b != b'0')
-        && hex(span, 16)
-        && span.bytes().any(|b| b != b'0')
-        && hex(flags, 2);
-    valid.then(|| trace.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,25 +258,6 @@ mod tests {
         let b = digest(&serde_json::from_str::<Value>(r#"{"a":"x","b":1}"#).unwrap());
         assert_eq!(a, b);
         assert!(a.starts_with("sha256:") && a.len() == 7 + 64, "{a}");
-    }
-
-    #[test]
-    fn a_traceparent_gives_its_trace_id_and_a_bad_one_nothing() {
-        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        assert_eq!(
-            trace_id(good).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        for bad in [
-            "",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
-        ] {
-            assert_eq!(trace_id(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -16,9 +16,10 @@ use serde_json::Value;
 
 use super::gateway::Gateway;
 use super::responses::{header, json_error};
-use crate::audit::{self, Auditor, Outcome, Pending, Record};
+use crate::audit::{Auditor, Outcome, Pending, Record};
 use crate::jsonrpc::error::INTERNAL_ERROR;
 use crate::jsonrpc::message::{Kind, Message};
+use crate::trace_context::TraceContext;
 
 /// What a policy refusal tells the audit line (a response extension).
 #[derive(Debug, Clone)]
@@ -64,7 +65,8 @@ pub async fn begin(
     record.session = session;
     // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
     if record.trace_id.is_none() {
-        record.trace_id = header(headers, "traceparent").and_then(audit::trace_id);
+        record.trace_id = TraceContext::from_headers(|name| header(headers, name))
+            .map(|t| t.trace_id().to_owned());
     }
     Ok(Some(Audited(Pending::new(slot, record))))
 }

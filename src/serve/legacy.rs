@@ -22,6 +22,7 @@ use super::sessions::{Refused, short};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::policy::{Client, Principal};
+use crate::trace_context::TraceContext;
 
 pub const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -51,7 +52,8 @@ pub async fn post(
                 "Bad Request: initialize starts a new session; send it without Mcp-Session-Id",
             );
         }
-        return initialize(gateway, principal, &identity, body, parsed).await;
+        let trace = trace_from(headers, parsed);
+        return initialize(gateway, principal, &identity, body, parsed, trace.as_ref()).await;
     }
     let Some(session_id) = session_header else {
         return json_error(
@@ -74,7 +76,10 @@ pub async fn post(
     };
     session.touch();
     match parsed.kind {
-        Kind::Request => exchange(gateway, &session, &identity, body, parsed).await,
+        Kind::Request => {
+            let trace = trace_from(headers, parsed);
+            exchange(gateway, &session, &identity, body, parsed, trace.as_ref()).await
+        }
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
             if let Err(undeliverable) = session
@@ -97,6 +102,7 @@ async fn initialize(
     identity: &Arc<Principal>,
     body: &Bytes,
     parsed: &message::Message<'_>,
+    trace: Option<&TraceContext>,
 ) -> Response<Body> {
     let raw_id = parsed.id.map_or("null", |i| i.get());
     if gateway.closing.is_cancelled() {
@@ -144,7 +150,7 @@ async fn initialize(
         }
     };
     let _ = session.client.set(client_of(parsed.params));
-    let mut response = exchange(gateway, &session, identity, body, parsed).await;
+    let mut response = exchange(gateway, &session, identity, body, parsed, trace).await;
     if let Ok(value) = HeaderValue::from_str(&session.id) {
         response.headers_mut().insert(SESSION_ID, value);
     }
@@ -159,6 +165,7 @@ async fn exchange(
     identity: &Arc<Principal>,
     body: &Bytes,
     parsed: &message::Message<'_>,
+    trace: Option<&TraceContext>,
 ) -> Response<Body> {
     let raw_id = parsed.id.expect("requests have ids").get().to_owned();
     let id = IdKey::from_raw(parsed.id.expect("requests have ids")).expect("validated id");
@@ -176,7 +183,10 @@ async fn exchange(
         None => line,
     };
     let (tx, mut rx) = mpsc::channel(64);
-    let line = compact(body);
+    let line = match trace {
+        Some(trace) => with_trace(body, trace).unwrap_or_else(|| compact(body)),
+        None => compact(body),
+    };
     let progress = request_progress_token(parsed.params);
     match session.backend.register(id.clone(), &line, progress, tx) {
         Ok(true) => {
@@ -434,4 +444,29 @@ fn client_of(params: Option<&serde_json::value::RawValue>) -> Client {
         version: text("version"),
         era: "handshake".into(),
     }
+}
+
+/// The trace context of the request's HTTP headers when its `_meta` has none (a stdio
+/// server sees no headers); `None` when `_meta` has one, or nothing does.
+fn trace_from(headers: &HeaderMap, parsed: &message::Message<'_>) -> Option<TraceContext> {
+    let in_meta = parsed
+        .params
+        .is_some_and(|p| memchr::memmem::find(p.get().as_bytes(), b"traceparent").is_some());
+    if in_meta {
+        return None;
+    }
+    TraceContext::from_headers(|name| header(headers, name))
+}
+
+/// The request with `trace` written into its `params._meta` (`None`: not an object).
+fn with_trace(body: &Bytes, trace: &TraceContext) -> Option<Bytes> {
+    let mut message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let object = message.as_object_mut()?;
+    let params = object
+        .entry("params")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    trace.into_meta(params.as_object_mut()?);
+    Some(Bytes::from(
+        serde_json::to_vec(&message).expect("JSON serializes"),
+    ))
 }

@@ -42,3 +42,4 @@ mod serve_oauth_attacks;
 mod serve_policy;
 mod serve_spares;
 mod serve_strict;
+mod trace_context;

@@ -29,6 +29,7 @@ use crate::jsonrpc::message::{Kind, Message};
 use crate::parking::{Resumed, Retry};
 use crate::policy::{Client, Principal};
 use crate::serve::child_call::ChildCall;
+use crate::trace_context::TraceContext;
 use answer::{Request, respond};
 use flight::{SendRefused, send};
 
@@ -119,6 +120,13 @@ pub async fn post(
     }
     if !backend.modern {
         envelope::strip(&mut params);
+    }
+    // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
+    // already there wins).
+    if let Some(trace) =
+        TraceContext::from_headers(|name| crate::serve::responses::header(headers, name))
+    {
+        trace.into_meta(&mut params);
     }
     match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,

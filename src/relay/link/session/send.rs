@@ -89,6 +89,9 @@ impl Upstream {
         };
         let mut backoff = retry_backoff(self.max_retries);
         let mut attempt = 0;
+        // The host's trace context (`params._meta`, SEP-414) continues upstream as headers
+        // too, for the proxies and servers that read only those.
+        let trace = crate::trace_context::TraceContext::in_message(&body);
         let mut authorization = self.current_authorization().await;
         let mut reauthorized = false;
         let mut stepped_up = false;
@@ -96,6 +99,11 @@ impl Upstream {
             let (mut headers, generation, carried_session) = self.post_headers(wire);
             if let Some(value) = &authorization {
                 headers.insert(AUTHORIZATION, value.clone());
+            }
+            for (name, value) in trace.iter().flat_map(|t| t.headers()) {
+                if let Ok(value) = http::HeaderValue::from_str(value) {
+                    headers.insert(name, value);
+                }
             }
             let sent = self
                 .client
