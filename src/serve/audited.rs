@@ -28,9 +28,25 @@ pub struct RefusedBy(pub String);
 /// A request being audited.
 pub struct Audited(Pending);
 
+/// Runs `endpoint` for a request with its audit line around it (with no audit log, just
+/// runs it); a full queue under `--audit-when-full refuse` answers instead.
+pub async fn around(
+    gateway: &Gateway,
+    principal: Option<&str>,
+    headers: &HeaderMap,
+    parsed: &Message<'_>,
+    endpoint: impl Future<Output = Response<Body>>,
+) -> Response<Body> {
+    match begin(gateway, principal, headers, parsed).await {
+        Ok(Some(audited)) => audited.finish(endpoint.await).await,
+        Ok(None) => endpoint.await,
+        Err(refused) => refused,
+    }
+}
+
 /// Starts the line of a request (none for a notification or a client's answer, or with no
 /// audit log). `Err`: the queue is full and `--audit-when-full refuse` says to refuse.
-pub async fn begin(
+async fn begin(
     gateway: &Gateway,
     principal: Option<&str>,
     headers: &HeaderMap,

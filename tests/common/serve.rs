@@ -242,7 +242,12 @@ impl Serve {
 
     /// A gauge or counter from `/metrics`.
     pub async fn gauge(&self, name: &str) -> u64 {
-        let metrics = self.send("GET", "/metrics", &[], "").await;
+        self.gauge_with(name, &[]).await
+    }
+
+    /// A gauge or counter from `/metrics`, asked with `headers` (a token).
+    pub async fn gauge_with(&self, name: &str, headers: &[(&str, &str)]) -> u64 {
+        let metrics = self.send("GET", "/metrics", headers, "").await;
         metrics
             .body
             .lines()

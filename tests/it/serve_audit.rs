@@ -100,15 +100,7 @@ async fn wait_lines(path: &Path, n: usize) -> Vec<Value> {
 
 /// A counter of `/metrics` (which wants a token here).
 async fn counter(serve: &Serve, bearer: &str, name: &str) -> u64 {
-    let metrics = serve
-        .send("GET", "/metrics", &[("authorization", bearer)], "")
-        .await;
-    metrics
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {}", metrics.body))
+    serve.gauge_with(name, &[("authorization", bearer)]).await
 }
 
 async fn session(serve: &Serve, bearer: &str) -> String {

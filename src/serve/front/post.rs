@@ -125,31 +125,17 @@ impl Post<'_> {
             {
                 return self.to_replica(owner).await;
             }
-            let headers = &self.parts.headers;
-            let audited = match audited::begin(
-                self.gateway,
-                self.principal.as_deref(),
-                headers,
-                self.parsed,
-            )
-            .await
-            {
-                Ok(audited) => audited,
-                Err(refused) => return refused,
-            };
-            let response = modern::post(
-                self.gateway,
+            let (gateway, headers, parsed) = (self.gateway, &self.parts.headers, self.parsed);
+            let principal = self.principal.clone();
+            let endpoint = modern::post(
+                gateway,
                 self.principal,
                 self.identity,
                 headers,
                 self.body,
-                self.parsed,
-            )
-            .await;
-            return match audited {
-                Some(audited) => audited.finish(response).await,
-                None => response,
-            };
+                parsed,
+            );
+            return audited::around(gateway, principal.as_deref(), headers, parsed, endpoint).await;
         }
         if config.modern_clients
             && header(self.headers(), "mcp-protocol-version")
@@ -165,31 +151,17 @@ impl Post<'_> {
         if config.modern_only {
             return modern_only_refusal(self.raw_id());
         }
-        let headers = &self.parts.headers;
-        let audited = match audited::begin(
-            self.gateway,
-            self.principal.as_deref(),
-            headers,
-            self.parsed,
-        )
-        .await
-        {
-            Ok(audited) => audited,
-            Err(refused) => return refused,
-        };
-        let response = legacy::post(
-            self.gateway,
+        let (gateway, headers, parsed) = (self.gateway, &self.parts.headers, self.parsed);
+        let principal = self.principal.clone();
+        let endpoint = legacy::post(
+            gateway,
             self.principal,
             self.identity,
             headers,
             self.body,
-            self.parsed,
-        )
-        .await;
-        match audited {
-            Some(audited) => audited.finish(response).await,
-            None => response,
-        }
+            parsed,
+        );
+        audited::around(gateway, principal.as_deref(), headers, parsed, endpoint).await
     }
 
     /// A retry whose call is parked on the replica `owner`: sent there.
