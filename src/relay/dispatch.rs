@@ -21,6 +21,7 @@ use crate::era::Era;
 use crate::jsonrpc::error::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_ERROR, error_response};
 use crate::jsonrpc::framing::{Frame, trimmed};
 use crate::jsonrpc::message::{self, IdKey, Invalid, Kind, Message};
+use crate::trace_context::TraceContext;
 
 /// The relay: the request context every task gets, the state of the two translating paths,
 /// and the tasks in flight.
@@ -158,9 +159,15 @@ async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink
     };
     // Boxed here, once: the future holds the whole HTTP exchange (kilobytes), and
     // spawning it unboxed copies it through every frame of the spawn.
-    let task = relay
-        .tasks
-        .spawn(Box::pin(serve_request(relay.clone(), call, host_era)));
+    // The request's log lines name the trace the host's `_meta` puts it in.
+    let span = match TraceContext::in_message(content) {
+        Some(trace) => tracing::info_span!("request", trace_id = %trace.trace_id()),
+        None => tracing::Span::none(),
+    };
+    let task = relay.tasks.spawn(Box::pin(tracing::Instrument::instrument(
+        serve_request(relay.clone(), call, host_era),
+        span,
+    )));
     relay.ctx.gate.attach(&id, task.abort_handle());
     true
 }

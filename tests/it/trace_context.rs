@@ -97,3 +97,41 @@ async fn the_relay_sends_the_hosts_trace_context_upstream_as_headers_too() {
     let plain = calls.iter().find(|s| s.json()["id"] == 2).unwrap();
     assert_eq!(plain.header("traceparent"), None);
 }
+
+#[tokio::test]
+async fn serves_log_lines_for_a_request_name_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rules]]\nname = \"no-echo\"\nphase = \"call\"\neffect = \"deny\"\nwhen = \"tool.name == 'echo'\"\n",
+    )
+    .unwrap();
+    let serve = Serve::start(&["--policy", policy.to_str().unwrap()]).await;
+    let session = serve.initialize().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}}});
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("traceparent", HEADER),
+    ];
+    let refused = serve
+        .send("POST", "/mcp", &headers, &call.to_string())
+        .await;
+    assert_eq!(
+        refused.json()["result"]["isError"],
+        true,
+        "{}",
+        refused.body
+    );
+    serve.wait_stderr("the policy refused a request").await;
+    let line = serve
+        .stderr()
+        .lines()
+        .find(|l| l.contains("the policy refused a request"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        line.contains(&format!("trace_id={}", "a".repeat(32))),
+        "{line}"
+    );
+}

@@ -24,6 +24,7 @@ use crate::serve::legacy;
 use crate::serve::modern;
 use crate::serve::replica::{self, Forward, Purpose};
 use crate::serve::responses::{header, json, json_error};
+use crate::trace_context::TraceContext;
 
 /// Reads, checks and parses the body, then hands it to its era's endpoint. Returns the
 /// JSON-RPC method (for the metrics' label) and the response.
@@ -65,7 +66,15 @@ pub async fn post(
         body: &body,
         parsed: &parsed,
     };
-    (method, to.endpoint(introduced.is_some()).await)
+    // The request's log lines name the trace it belongs to (`_meta` over the header).
+    let trace = TraceContext::in_message(&body)
+        .or_else(|| TraceContext::from_headers(|name| header(&parts.headers, name)));
+    let span = match &trace {
+        Some(trace) => tracing::info_span!("request", trace_id = %trace.trace_id()),
+        None => tracing::Span::none(),
+    };
+    let response = tracing::Instrument::instrument(to.endpoint(introduced.is_some()), span).await;
+    (method, response)
 }
 
 /// The body as one JSON-RPC message, or the 400 that says why it is not.
