@@ -22,8 +22,8 @@ pub struct Principal {
     /// The trusted proxy header's user and groups.
     user: Option<String>,
     groups: Vec<String>,
-    /// The CEL value, made on first use.
-    made: OnceLock<Value>,
+    /// Its fields as CEL values, made on first use.
+    made: OnceLock<Vec<(&'static str, Value)>>,
 }
 
 impl Principal {
@@ -93,27 +93,30 @@ impl Principal {
         Some(Principal::new(sub, value.clone(), scopes, None, Vec::new()))
     }
 
-    fn value(&self) -> Result<Value, String> {
+    /// Its fields under their qualified names (`principal.groups`), made once: the
+    /// evaluator finds a qualified name as it is, where a map variable would be converted
+    /// (copied) on every access.
+    fn fields(&self) -> Result<&[(&'static str, Value)], String> {
         if let Some(made) = self.made.get() {
-            return Ok(made.clone());
+            return Ok(made);
         }
         let claims = if self.claims.is_object() {
             cel::to_value(&self.claims).map_err(|e| format!("the token's claims: {e}"))?
         } else {
             map(Vec::new())
         };
-        let value = map(vec![
-            ("sub", text(self.sub.as_deref().unwrap_or(""))),
+        let fields = vec![
+            ("principal.sub", text(self.sub.as_deref().unwrap_or(""))),
             (
-                "authenticated",
+                "principal.authenticated",
                 Value::Bool(self.sub.is_some() || self.user.is_some()),
             ),
-            ("claims", claims),
-            ("scopes", list(&self.scopes)),
-            ("user", text(self.user.as_deref().unwrap_or(""))),
-            ("groups", list(&self.groups)),
-        ]);
-        Ok(self.made.get_or_init(|| value).clone())
+            ("principal.claims", claims),
+            ("principal.scopes", list(&self.scopes)),
+            ("principal.user", text(self.user.as_deref().unwrap_or(""))),
+            ("principal.groups", list(&self.groups)),
+        ];
+        Ok(self.made.get_or_init(|| fields))
     }
 }
 
@@ -173,56 +176,65 @@ pub struct Input<'a> {
 
 /// A tool's annotations with the MCP defaults filled in (readOnly false, destructive true,
 /// idempotent false, openWorld true); for anything but a tool, all false.
-fn annotations(given: Option<&Json>, is_tool: bool) -> Value {
-    let hint = |key: &'static str, default: bool| {
+fn annotations(given: Option<&Json>, is_tool: bool) -> [(&'static str, Value); 4] {
+    let hint = |name: &'static str, default: bool| {
         let value = given
-            .and_then(|a| a.get(key))
+            .and_then(|a| a.get(short(name)))
             .and_then(Json::as_bool)
             .unwrap_or(default && is_tool);
-        (key, Value::Bool(value))
+        (name, Value::Bool(value))
     };
-    map(vec![
-        hint("readOnlyHint", false),
-        hint("destructiveHint", true),
-        hint("idempotentHint", false),
-        hint("openWorldHint", true),
-    ])
+    [
+        hint("tool.annotations.readOnlyHint", false),
+        hint("tool.annotations.destructiveHint", true),
+        hint("tool.annotations.idempotentHint", false),
+        hint("tool.annotations.openWorldHint", true),
+    ]
+}
+
+/// A qualified name's last segment.
+fn short(name: &'static str) -> &'static str {
+    name.rsplit('.').next().unwrap_or(name)
 }
 
 impl Input<'_> {
-    /// The variables a rule sees, by name (`rule::VARIABLES`).
-    pub(super) fn variables(&self) -> Result<[(&'static str, Value); 9], String> {
+    /// What a rule sees (`rule::VARIABLES`): the scalars and `arguments` by name, the
+    /// fixed fields of the others by their qualified names (`tool.name`,
+    /// `tool.annotations.readOnlyHint`, `principal.groups`), which the evaluator resolves
+    /// without opening a map.
+    pub(super) fn variables(&self) -> Result<Vec<(&'static str, Value)>, String> {
         let (tool, given, uri, prompt) = match self.target {
             Target::Tool { name, annotations } => (name, Some(annotations), "", ""),
             Target::Resource { uri } => ("", None, uri, ""),
             Target::Prompt { name } => ("", None, "", name),
             Target::Nothing => ("", None, "", ""),
         };
-        let tool = map(vec![
-            ("name", text(tool)),
-            ("annotations", annotations(given.flatten(), given.is_some())),
-        ]);
         let arguments = match self.arguments.filter(|a| a.is_object()) {
             Some(arguments) => {
                 cel::to_value(arguments).map_err(|e| format!("the arguments: {e}"))?
             }
             None => map(Vec::new()),
         };
-        let client = map(vec![
-            ("name", text(&self.client.name)),
-            ("version", text(&self.client.version)),
-            ("era", text(&self.client.era)),
-        ]);
-        Ok([
-            ("principal", self.principal.value()?),
+        let hints = annotations(given.flatten(), given.is_some());
+        let mut variables = Vec::with_capacity(24);
+        variables.extend(self.principal.fields()?.iter().cloned());
+        variables.extend([
             ("server", text(self.server)),
             ("endpoint", text(self.endpoint)),
             ("method", text(self.method)),
-            ("tool", tool),
+            ("tool.name", text(tool)),
+            (
+                "tool.annotations",
+                map(hints.iter().map(|(k, v)| (short(k), v.clone())).collect()),
+            ),
             ("arguments", arguments),
-            ("resource", map(vec![("uri", text(uri))])),
-            ("prompt", map(vec![("name", text(prompt))])),
-            ("client", client),
-        ])
+            ("resource.uri", text(uri)),
+            ("prompt.name", text(prompt)),
+            ("client.name", text(&self.client.name)),
+            ("client.version", text(&self.client.version)),
+            ("client.era", text(&self.client.era)),
+        ]);
+        variables.extend(hints);
+        Ok(variables)
     }
 }
