@@ -9,6 +9,12 @@ use serde_json::{Map, Value};
 /// The trace context keys, in `_meta` and as header names alike.
 pub const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
+/// The longest `tracestate` passed on (W3C: 32 members of at most 512 characters in all
+/// is what a vendor may rely on).
+const MAX_TRACESTATE: usize = 512;
+/// The longest `baggage` passed on (W3C: 8192 bytes).
+const MAX_BAGGAGE: usize = 8192;
+
 /// One request's trace context: `traceparent` (checked), and what travels with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
@@ -21,23 +27,38 @@ impl TraceContext {
     /// From `params._meta` (a `traceparent` that is not one is no context).
     pub fn from_meta(params: &Value) -> Option<TraceContext> {
         let meta = params.get("_meta")?;
-        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        let text = |key: &str| meta.get(key).and_then(Value::as_str);
         let traceparent = text("traceparent").filter(|t| trace_id(t).is_some())?;
-        Some(TraceContext {
+        Some(TraceContext::checked(
             traceparent,
-            tracestate: text("tracestate"),
-            baggage: text("baggage"),
-        })
+            text("tracestate"),
+            text("baggage"),
+        ))
     }
 
     /// From HTTP headers, read by `header`.
     pub fn from_headers<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Option<TraceContext> {
         let traceparent = header("traceparent").filter(|t| trace_id(t).is_some())?;
-        Some(TraceContext {
+        Some(TraceContext::checked(
+            traceparent,
+            header("tracestate"),
+            header("baggage"),
+        ))
+    }
+
+    /// A context from a `traceparent` that passed `trace_id` (kept trimmed, so it is the
+    /// 55 ASCII characters the trace id is sliced from) and what travels with it, each
+    /// dropped past the W3C limits.
+    fn checked(traceparent: &str, tracestate: Option<&str>, baggage: Option<&str>) -> Self {
+        TraceContext {
             traceparent: traceparent.trim().to_owned(),
-            tracestate: header("tracestate").map(str::to_owned),
-            baggage: header("baggage").map(str::to_owned),
-        })
+            tracestate: tracestate
+                .filter(|s| s.len() <= MAX_TRACESTATE)
+                .map(str::to_owned),
+            baggage: baggage
+                .filter(|b| b.len() <= MAX_BAGGAGE)
+                .map(str::to_owned),
+        }
     }
 
     /// From a JSON-RPC message's bytes: its `params._meta` (the bytes are searched first,
@@ -50,7 +71,7 @@ impl TraceContext {
 
     /// The trace id.
     pub fn trace_id(&self) -> &str {
-        &self.traceparent[3..35]
+        self.traceparent.get(3..35).unwrap_or_default()
     }
 
     /// Writes the context into `params._meta`, unless it holds a `traceparent` already.
@@ -87,7 +108,11 @@ impl TraceContext {
 
 /// The trace id of a W3C `traceparent` (`00-TRACEID-SPANID-FLAGS`), if it is one.
 pub fn trace_id(traceparent: &str) -> Option<String> {
-    let mut parts = traceparent.trim().split('-');
+    let traceparent = traceparent.trim();
+    if !traceparent.is_ascii() {
+        return None;
+    }
+    let mut parts = traceparent.split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let hex = |s: &str, len: usize| {
@@ -144,6 +169,18 @@ mod tests {
         from_header.into_meta(bare.as_object_mut().unwrap());
         assert_eq!(bare["_meta"]["traceparent"], header);
         assert_eq!(from_header.trace_id(), "a".repeat(32));
+    }
+
+    #[test]
+    fn surrounding_whitespace_of_any_kind_never_breaks_the_trace_id() {
+        for padded in [format!("  {PARENT} "), format!("\u{a0}\u{a0}{PARENT}")] {
+            let params = json!({"_meta": {"traceparent": padded}});
+            if let Some(found) = TraceContext::from_meta(&params) {
+                assert_eq!(found.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+            }
+        }
+        let long = json!({"_meta": {"traceparent": PARENT, "tracestate": "k=".repeat(400)}});
+        assert_eq!(TraceContext::from_meta(&long).unwrap().tracestate, None);
     }
 
     #[test]

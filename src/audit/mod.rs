@@ -1,8 +1,8 @@
 //! The audit log: one JSON line per operation (`record.rs`), written by a thread of its
-//! own (`writer.rs`) from a bounded queue. A request takes its line's place in the queue
-//! before it starts, so no line is ever dropped: when the queue is full the operator's
-//! `--audit-when-full` either makes the request wait for room or refuses it, and both are
-//! counted. Shared by `serve` and the relay; knows nothing of either.
+//! own (`writer.rs`) from a bounded queue. No line is ever dropped: when the queue is full
+//! a new request waits for room or is refused, as `--audit-when-full` says (both counted),
+//! and a line that finds no room waits for it; an operation dropped before its end is
+//! written as `cancelled`. Shared by `serve` and the relay; knows nothing of either.
 
 mod record;
 mod writer;
@@ -45,6 +45,8 @@ pub struct Stats {
     pub refused: AtomicU64,
     /// Lines the sink would not take (a full disk): logged as errors, never silent.
     pub lost: AtomicU64,
+    /// Lines handed to the queue.
+    pub queued: AtomicU64,
 }
 
 /// The running audit log.
@@ -55,38 +57,53 @@ pub struct Auditor {
     pub stats: Arc<Stats>,
 }
 
-/// A line's place in the queue, taken before the operation starts.
-pub struct Slot {
-    permit: mpsc::OwnedPermit<Record>,
-}
-
-impl Slot {
-    /// Queues the line (it cannot fail: its place was taken).
-    pub fn write(self, record: Record) {
-        self.permit.send(record);
-    }
-}
-
-/// An operation in flight: its line, its place in the queue, and when it began.
+/// An operation in flight and its line. Ended by `finish`, or, if it is dropped first (the
+/// client went away), as `cancelled`: either way its line is written, once.
 pub struct Pending {
-    slot: Slot,
+    lines: mpsc::Sender<Record>,
+    stats: Arc<Stats>,
     pub record: Record,
     started: std::time::Instant,
+    ended: bool,
 }
 
 impl Pending {
-    pub fn new(slot: Slot, record: Record) -> Self {
-        Pending {
-            slot,
-            record,
-            started: std::time::Instant::now(),
-        }
-    }
-
     /// The operation is over: its line, with its duration, goes to the queue.
     pub fn finish(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.ended && self.record.outcome != Outcome::Refused {
+            self.record.outcome = Outcome::Cancelled;
+        }
         self.record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        self.slot.write(self.record);
+        let record = std::mem::replace(&mut self.record, Record::blank());
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        match self.lines.try_send(record) {
+            Ok(()) => {}
+            // The queue is full: the line waits for room on a task of its own (the
+            // operation it belongs to is over), so it is late, never lost.
+            Err(mpsc::error::TrySendError::Full(record)) => {
+                self.stats.waited.fetch_add(1, Ordering::Relaxed);
+                let lines = self.lines.clone();
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        runtime.spawn(async move {
+                            let _ = lines.send(record).await;
+                        });
+                    }
+                    Err(_) => {
+                        let _ = lines.blocking_send(record);
+                    }
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.stats.lost.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -114,26 +131,53 @@ impl Auditor {
         }))
     }
 
-    /// A place for one line: at once if there is room, else as `--audit-when-full` says.
-    pub async fn slot(&self) -> Result<Slot, Full> {
-        match self.lines.clone().try_reserve_owned() {
-            Ok(permit) => Ok(Slot { permit }),
-            Err(mpsc::error::TrySendError::Full(sender)) => match self.settings.when_full {
-                WhenFull::Refuse => {
-                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                    Err(Full)
-                }
-                WhenFull::Wait => {
-                    self.stats.waited.fetch_add(1, Ordering::Relaxed);
-                    sender
-                        .reserve_owned()
-                        .await
-                        .map(|permit| Slot { permit })
-                        .map_err(|_| Full)
-                }
-            },
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Full),
+    /// Whether a request may start now. With room in the queue, at once; without, as
+    /// `--audit-when-full` says: `refuse` says no; `wait` waits for room when `may_wait`
+    /// (the relay's reading of the host must never block: its request goes on, and its
+    /// line waits instead). No place is held while the request runs.
+    pub async fn admit(&self, may_wait: bool) -> Result<(), Full> {
+        if self.lines.capacity() > 0 {
+            return Ok(());
         }
+        match self.settings.when_full {
+            WhenFull::Refuse => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                Err(Full)
+            }
+            WhenFull::Wait => {
+                self.stats.waited.fetch_add(1, Ordering::Relaxed);
+                if may_wait {
+                    let room = self.lines.reserve().await.map_err(|_| Full)?;
+                    drop(room);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The line of an operation that starts now.
+    pub fn pending(&self, record: Record) -> Pending {
+        Pending {
+            lines: self.lines.clone(),
+            stats: self.stats.clone(),
+            record,
+            started: std::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    /// At exit: waits (at most `within`) until every line queued so far is written.
+    pub async fn settle(&self, within: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        let stats = &self.stats;
+        while tokio::time::Instant::now() < deadline {
+            let done = stats.written.load(Ordering::Relaxed) + stats.lost.load(Ordering::Relaxed);
+            if done >= stats.queued.load(Ordering::Relaxed) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        tracing::warn!("the audit log's last lines were not all written before exit");
     }
 
     /// The `/metrics` lines of the audit log.

@@ -134,6 +134,27 @@ struct ResultPart<'a> {
 }
 
 impl Record {
+    /// A record of nothing, left where one was taken out.
+    pub(super) fn blank() -> Record {
+        Record {
+            time: SystemTime::UNIX_EPOCH,
+            principal: None,
+            client: None,
+            server: None,
+            method: String::new(),
+            name: None,
+            arguments: None,
+            with_values: false,
+            outcome: Outcome::Ok,
+            rule: None,
+            error_code: None,
+            duration_ms: 0.0,
+            id: Value::Null,
+            session: None,
+            trace_id: None,
+        }
+    }
+
     /// The line of a request as it arrives: its method, id, target, arguments and the
     /// trace of its `_meta.traceparent`; the rest is for the caller to fill.
     pub fn of_request(method: &str, raw_id: &str, mut params: Value, with_values: bool) -> Record {
@@ -143,7 +164,7 @@ impl Record {
             .or_else(|| params.pointer("/ref/name"))
             .or_else(|| params.pointer("/ref/uri"))
             .and_then(Value::as_str)
-            .map(str::to_owned);
+            .map(shown_name);
         let trace = TraceContext::from_meta(&params).map(|t| t.trace_id().to_owned());
         let arguments = match params.get_mut("arguments") {
             Some(arguments) => Some(arguments.take()),
@@ -239,12 +260,69 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// `arguments` with every secret-looking string redacted.
+/// `arguments` with every secret-looking string redacted, and every value under a key
+/// that names a secret (`password`, `client_secret`, `api_key`, `token`, …).
 pub fn redacted(arguments: &Value) -> Value {
     let mut copy = arguments.clone();
+    hide_secret_keys(&mut copy);
     let mut report = crate::redact::Report::default();
     crate::redact::redact(&mut copy, &mut report);
     copy
+}
+
+fn hide_secret_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if names_a_secret(key) {
+                    *value = Value::String("[redacted]".into());
+                } else {
+                    hide_secret_keys(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(hide_secret_keys),
+        _ => {}
+    }
+}
+
+fn names_a_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace(['-', '_'], "");
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "credential",
+        "cookie",
+        "privatekey",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+}
+
+/// A tool or prompt name, or a resource URI, as a line shows it: a URI's query, fragment
+/// and user info (where a secret may ride) left out, any secret-looking text redacted.
+fn shown_name(name: &str) -> String {
+    let mut shown = match url::Url::parse(name) {
+        Ok(mut url)
+            if url.query().is_some() || url.password().is_some() || !url.username().is_empty() =>
+        {
+            url.set_query(None);
+            url.set_fragment(None);
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            Value::String(url.to_string())
+        }
+        _ => Value::String(name.to_owned()),
+    };
+    crate::redact::redact(&mut shown, &mut crate::redact::Report::default());
+    match shown {
+        Value::String(text) => text,
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +336,23 @@ mod tests {
         let b = digest(&serde_json::from_str::<Value>(r#"{"a":"x","b":1}"#).unwrap());
         assert_eq!(a, b);
         assert!(a.starts_with("sha256:") && a.len() == 7 + 64, "{a}");
+    }
+
+    #[test]
+    fn names_lose_their_query_and_user_info_and_secret_keys_their_values() {
+        let record = Record::of_request(
+            "resources/read",
+            "1",
+            json!({"uri": "https://user:pw@example.com/doc?access_token=abc#x"}),
+            true,
+        );
+        assert_eq!(record.name.as_deref(), Some("https://example.com/doc"));
+        let clean =
+            redacted(&json!({"client_secret": "s3", "nested": {"API-Key": 7, "path": "/x"}}));
+        assert_eq!(
+            clean,
+            json!({"client_secret": "[redacted]", "nested": {"API-Key": "[redacted]", "path": "/x"}})
+        );
     }
 
     #[test]

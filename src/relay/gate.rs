@@ -115,6 +115,13 @@ impl Gate {
         self
     }
 
+    /// At exit: the audit log's queued lines written (at most two seconds).
+    pub async fn settle_audit(&self) {
+        if let Some((auditor, _)) = &self.audit {
+            auditor.settle(Duration::from_secs(2)).await;
+        }
+    }
+
     /// The audit line of a host request (none without `--audit-log`), its place in the
     /// queue taken; `Err` when the queue is full and `--audit-when-full refuse` is set.
     pub async fn audit(
@@ -144,8 +151,9 @@ impl Gate {
         let mut record = Record::of_request(method, raw_id, params, auditor.settings.arguments);
         record.client = client;
         record.server = Some(server.clone());
-        let slot = auditor.slot().await?;
-        Ok(Some(Pending::new(slot, record)))
+        // Never waits: this runs in the loop that reads the host.
+        auditor.admit(false).await?;
+        Ok(Some(auditor.pending(record)))
     }
 
     /// Waits until no request waits for an answer (over HTTP+SSE the answers come after
@@ -193,11 +201,21 @@ impl Gate {
         audit: Option<Pending>,
     ) -> Registered {
         let mut slots = self.slots.lock().expect("gate lock");
-        if slots.contains_key(&id) {
-            return Registered::Duplicate;
-        }
-        if slots.len() >= self.max_in_flight {
-            return Registered::Full;
+        let refused = if slots.contains_key(&id) {
+            Some(Registered::Duplicate)
+        } else if slots.len() >= self.max_in_flight {
+            Some(Registered::Full)
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            // The host is answered with an error: so says its line.
+            if let Some(mut pending) = audit {
+                pending.record.outcome = crate::audit::Outcome::ProtocolError;
+                pending.record.error_code = Some(crate::jsonrpc::error::INVALID_REQUEST);
+                pending.finish();
+            }
+            return refused;
         }
         self.cancelled.lock().expect("cancel lock").forget(&id);
         slots.insert(

@@ -109,6 +109,7 @@ pub async fn run(config: RelayConfig) -> i32 {
         Stop::InputError(e) => tracing::warn!(error = %e, "cannot read stdin; shutting down"),
     }
     shut_down(&relay, lane, lane_task, &outbox).await;
+    relay.ctx.gate.settle_audit().await;
     0
 }
 

@@ -59,7 +59,7 @@ async fn begin(
         return Ok(None);
     }
     let raw_id = parsed.id.map_or("null", |i| i.get());
-    let slot = auditor.slot().await.map_err(|_| {
+    auditor.admit(true).await.map_err(|_| {
         json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             raw_id,
@@ -78,13 +78,14 @@ async fn begin(
     record.principal = principal.map(str::to_owned);
     record.client = client;
     record.server = gateway.config.command.server.clone();
-    record.session = session;
+    // Short, as the log names sessions: a whole id is a credential on an open endpoint.
+    record.session = session.map(|id| super::sessions::short(&id));
     // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
     if record.trace_id.is_none() {
         record.trace_id = TraceContext::from_headers(|name| header(headers, name))
             .map(|t| t.trace_id().to_owned());
     }
-    Ok(Some(Audited(Pending::new(slot, record))))
+    Ok(Some(Audited(auditor.pending(record))))
 }
 
 impl Audited {
@@ -99,7 +100,8 @@ impl Audited {
             self.record().rule = Some(rule.clone());
         }
         if self.record().session.is_none() {
-            self.record().session = header(response.headers(), "mcp-session-id").map(str::to_owned);
+            self.record().session =
+                header(response.headers(), "mcp-session-id").map(super::sessions::short);
         }
         let streamed = response
             .headers()

@@ -19,6 +19,7 @@ use super::policing::Verdict;
 use super::responses::{compact, empty, header, json, json_error, sse_body, sse_event, text};
 use super::session::Session;
 use super::sessions::{Refused, short};
+use super::trace_meta::{trace_from, with_trace};
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::policy::{Client, Principal};
@@ -79,6 +80,14 @@ pub async fn post(
         Kind::Request => {
             let trace = trace_from(headers, parsed);
             exchange(gateway, &session, &identity, body, parsed, trace.as_ref()).await
+        }
+        // A call made as a notification would run unjudged: not passed on.
+        Kind::Notification if gateway.config.policing.is_some() && governed(method) => {
+            tracing::info!(
+                method,
+                "dropped a notification named like a request the policy judges"
+            );
+            empty(StatusCode::ACCEPTED)
         }
         // Notifications and the client's answers to the server's requests.
         Kind::Notification | Kind::Response => {
@@ -184,7 +193,9 @@ async fn exchange(
     };
     let (tx, mut rx) = mpsc::channel(64);
     let line = match trace {
-        Some(trace) => with_trace(body, trace).unwrap_or_else(|| compact(body)),
+        Some(trace) => with_trace(body, parsed.params, trace)
+            .map(|spliced| compact(&spliced))
+            .unwrap_or_else(|| compact(body)),
         None => compact(body),
     };
     let progress = request_progress_token(parsed.params);
@@ -406,9 +417,26 @@ async fn police(
     if gateway.config.policing.is_none() {
         return Verdict::Pass;
     }
-    let params: Option<serde_json::Value> = parsed
-        .params
-        .and_then(|p| serde_json::from_str(p.get()).ok());
+    let params: Option<serde_json::Value> = match parsed.params {
+        Some(raw) => match serde_json::from_str(raw.get()) {
+            Ok(params) => Some(params),
+            // What the policy cannot read must not reach the server unjudged (a number out
+            // of range, nesting past serde's limit: a server's parser may take them).
+            Err(_) => {
+                let line = error_response(
+                    raw_id,
+                    crate::jsonrpc::error::INVALID_PARAMS,
+                    "Invalid params: the gateway's policy cannot read them (nested too deeply, or a number out of range)",
+                    None,
+                );
+                return Verdict::Answer {
+                    line,
+                    rule: "default".into(),
+                };
+            }
+        },
+        None => None,
+    };
     // A session whose initialize named no client still speaks the handshake era.
     static UNNAMED: std::sync::LazyLock<Client> = std::sync::LazyLock::new(|| Client {
         era: "handshake".into(),
@@ -446,27 +474,8 @@ fn client_of(params: Option<&serde_json::value::RawValue>) -> Client {
     }
 }
 
-/// The trace context of the request's HTTP headers when its `_meta` has none (a stdio
-/// server sees no headers); `None` when `_meta` has one, or nothing does.
-fn trace_from(headers: &HeaderMap, parsed: &message::Message<'_>) -> Option<TraceContext> {
-    let in_meta = parsed
-        .params
-        .is_some_and(|p| memchr::memmem::find(p.get().as_bytes(), b"traceparent").is_some());
-    if in_meta {
-        return None;
-    }
-    TraceContext::from_headers(|name| header(headers, name))
-}
-
-/// The request with `trace` written into its `params._meta` (`None`: not an object).
-fn with_trace(body: &Bytes, trace: &TraceContext) -> Option<Bytes> {
-    let mut message: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let object = message.as_object_mut()?;
-    let params = object
-        .entry("params")
-        .or_insert_with(|| serde_json::Value::Object(Default::default()));
-    trace.into_meta(params.as_object_mut()?);
-    Some(Bytes::from(
-        serde_json::to_vec(&message).expect("JSON serializes"),
-    ))
+/// Whether `method` is one the policy judges (a request by that name must not arrive as a
+/// notification).
+fn governed(method: &str) -> bool {
+    method.contains('/') && !method.starts_with("notifications/")
 }

@@ -87,6 +87,9 @@ pub async fn run(config: ServeConfig) -> i32 {
     };
     route.close(graceful, grace).await;
     running.stop().await;
+    if let Some(auditor) = &gateway.config.auditor {
+        auditor.settle(Duration::from_secs(2)).await;
+    }
     0
 }
 
@@ -110,6 +113,9 @@ pub async fn run_servers(base: ServeConfig, file: std::path::PathBuf) -> i32 {
     let graceful = accept(listener, &route).await;
     route.close(graceful, servers.shutdown_grace()).await;
     servers.stop_all().await;
+    if let Some(auditor) = &servers.base().auditor {
+        auditor.settle(Duration::from_secs(2)).await;
+    }
     0
 }
 

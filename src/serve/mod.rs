@@ -46,6 +46,7 @@ mod modern;
 mod params;
 mod pooled;
 mod replica;
+mod trace_meta;
 
 // The front door, a config file's servers (and its aggregate endpoints) behind one
 // listener, and the listener.

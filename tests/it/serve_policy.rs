@@ -309,6 +309,33 @@ async fn each_principal_sees_its_own_lists_and_calls_are_hidden_or_refused_with_
     // Methods the policy does not govern pass.
     let pong = request(&serve, &bob, &bob_session, "ping", json!({})).await;
     assert_eq!(pong["result"], json!({}), "{pong}");
+
+    // Params the policy cannot read do not reach the server unjudged.
+    let unreadable = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"crash","arguments":{"x":1e400}}}"#;
+    let headers = [
+        ("authorization", bob.as_str()),
+        ("mcp-session-id", bob_session.as_str()),
+    ];
+    let answer = serve
+        .send("POST", "/mcp", &headers, unreadable)
+        .await
+        .json();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A call sent as a notification is not passed on (`crash` would end the child).
+    let notified = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "crash"}});
+    let accepted = serve
+        .send("POST", "/mcp", &headers, &notified.to_string())
+        .await;
+    assert_eq!(accepted.status, 202);
+    let echoed = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "alive"}}),
+    )
+    .await;
+    assert_eq!(text(&echoed), "alive", "the child is alive: {echoed}");
 }
 
 #[tokio::test]
@@ -427,6 +454,13 @@ async fn sighup_reloads_the_policy_and_a_broken_one_keeps_the_rules_in_force() {
         "{}",
         serve.stderr()
     );
+    let refused = request(&serve, &ada, &session, "tools/call", echo.clone()).await;
+    assert!(text(&refused).contains("\"no-echo\""), "{refused}");
+
+    // Empty (a file caught half written): a policy with rules is not replaced by none.
+    std::fs::write(&setup.policy, "").unwrap();
+    hangup();
+    serve.wait_stderr("the policy now has no rules").await;
     let refused = request(&serve, &ada, &session, "tools/call", echo.clone()).await;
     assert!(text(&refused).contains("\"no-echo\""), "{refused}");
 
@@ -549,6 +583,18 @@ when = "true"
     assert_eq!(
         hidden["error"]["message"], "Unknown tool: b__crash",
         "{hidden}"
+    );
+    // A name no server publishes is never judged by the wrong name.
+    let nobody = call(
+        &session,
+        "/all/mcp",
+        "tools/call",
+        json!({"name": "c__slow", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(
+        nobody["error"]["message"], "Unknown tool: c__slow",
+        "{nobody}"
     );
     let listed = call(&session, "/all/mcp", "tools/list", json!({})).await;
     let tools = names(&listed, "tools", "name");

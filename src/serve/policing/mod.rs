@@ -80,9 +80,15 @@ impl Policing {
         self.current.read().expect("policy lock").clone()
     }
 
-    /// Checks `specs` without applying them (a reload judges the whole file first).
+    /// Checks `specs` without applying them (a reload judges the whole file first). A
+    /// policy with rules is not replaced by one without (which allows everything): a file
+    /// caught half written reads as empty.
     pub fn check(&self, specs: Vec<RuleSpec>) -> Result<Policy, String> {
-        compile(specs, &self.limits)
+        let policy = compile(specs, &self.limits)?;
+        if policy.is_empty() && !self.current().is_empty() {
+            return Err("the policy now has no rules, and a policy without rules allows everything; to mean that, write an allow rule for each phase (when = \"true\")".into());
+        }
+        Ok(policy)
     }
 
     /// Puts a checked policy in force.

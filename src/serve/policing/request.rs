@@ -142,11 +142,6 @@ async fn decide(request: &Request<'_>, about: About<'_>, arguments: Option<&Valu
             .await;
         owner = self::owner(session, about);
     }
-    if owner == Owner::Unknown {
-        // Published by no server: the endpoint answers it as unknown, and nothing reaches
-        // a server.
-        return Verdict::Pass;
-    }
     let annotations = match about {
         About::Tool(name) if request.policy.reads_annotations() => {
             request
@@ -177,10 +172,16 @@ fn stopped(
     arguments: Option<&Value>,
     annotations: Option<&Value>,
 ) -> Option<(Vec<u8>, String)> {
-    // At an aggregate endpoint the rule sees the member server and its own name.
+    // At an aggregate endpoint the rule sees the member server and its own name. A name
+    // it cannot place (its lists unreadable now, or published by no server) is not judged
+    // by the wrong name: it is answered as unknown, which is what the endpoint would say
+    // of a name no server publishes.
     let (server, own) = match owner {
         Owner::Member { server, name } => (server.as_str(), name.as_str()),
-        Owner::Itself | Owner::Unknown => (request.server, public_of(about)),
+        Owner::Itself => (request.server, public_of(about)),
+        Owner::Unknown => {
+            return Some((answers::hidden(request.raw_id, about), "default".into()));
+        }
     };
     let target = match about {
         About::Tool(_) => Target::Tool {
