@@ -98,6 +98,19 @@ async fn wait_lines(path: &Path, n: usize) -> Vec<Value> {
     .await
 }
 
+/// `echo` with the text "x", as request `id`.
+async fn echo_x(serve: &Serve, bearer: &str, session: &str, id: u64) -> Answer {
+    let params = json!({"name": "echo", "arguments": {"text": "x"}});
+    call(serve, bearer, session, id, params, &[]).await
+}
+
+/// How many of the lines in `text` are `tools/call`s.
+fn call_lines(text: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.contains("\"method\":\"tools/call\""))
+        .count() as u64
+}
+
 /// A counter of `/metrics` (which wants a token here).
 async fn counter(serve: &Serve, bearer: &str, name: &str) -> u64 {
     serve.gauge_with(name, &[("authorization", bearer)]).await
@@ -265,15 +278,7 @@ async fn the_file_rotates_by_size_and_stays_the_owners() {
     let ada = setup.bearer("ada");
     let session = session(&serve, &ada).await;
     for id in 1..=20 {
-        call(
-            &serve,
-            &ada,
-            &session,
-            id,
-            json!({"name": "echo", "arguments": {"text": "x"}}),
-            &[],
-        )
-        .await;
+        echo_x(&serve, &ada, &session, id).await;
     }
     let log = setup.log();
     eventually("the twentieth call's line", async || {
@@ -380,15 +385,7 @@ async fn a_full_queue_refuses_calls_when_told_to_and_counts_them() {
     // Each line is a few hundred bytes: the pipe (64 KiB) fills within a few hundred.
     let mut refused = None;
     for id in 1..=3000u64 {
-        let answer = call(
-            &serve,
-            &ada,
-            &session,
-            id,
-            json!({"name": "echo", "arguments": {"text": "x"}}),
-            &[],
-        )
-        .await;
+        let answer = echo_x(&serve, &ada, &session, id).await;
         if answer.status == 503 {
             refused = Some((id, answer));
             break;
@@ -406,10 +403,7 @@ async fn a_full_queue_refuses_calls_when_told_to_and_counts_them() {
     let mut text = String::new();
     eventually("every line of the calls that ran", async || {
         text.push_str(&stuck.drain());
-        let ids = text
-            .lines()
-            .filter(|l| l.contains("\"method\":\"tools/call\""))
-            .count() as u64;
+        let ids = call_lines(&text);
         (ids == last - 1)
             .then_some(())
             .ok_or(format!("{ids} of {}", last - 1))
@@ -447,15 +441,7 @@ async fn a_full_queue_makes_calls_wait_when_told_to_and_loses_nothing() {
             let mut made = 0u64;
             while made < 3000 {
                 made += 1;
-                let answer = call(
-                    &serve,
-                    &ada,
-                    &session,
-                    made,
-                    json!({"name": "echo", "arguments": {"text": "x"}}),
-                    &[],
-                )
-                .await;
+                let answer = echo_x(&serve, &ada, &session, made).await;
                 assert_eq!(answer.status, 200, "{}", answer.body);
                 if counter(&serve, &ada, "mcp_stdio_audit_waits_total").await >= 1 {
                     break;
@@ -487,10 +473,7 @@ async fn a_full_queue_makes_calls_wait_when_told_to_and_loses_nothing() {
     };
     eventually("every call's line", async || {
         text.push_str(&stuck.drain());
-        let ids = text
-            .lines()
-            .filter(|l| l.contains("\"method\":\"tools/call\""))
-            .count() as u64;
+        let ids = call_lines(&text);
         (ids == made)
             .then_some(())
             .ok_or(format!("{ids} of {made}"))
