@@ -36,6 +36,8 @@ fuzz_target!(|input: &[u8]| {
     if let Some(mut object) = envelope::params_object(params) {
         envelope::strip(&mut object);
         let line = mcp_stdio::era::request::request_line("1", method, &object);
-        assert!(serde_json::from_slice::<serde_json::Value>(&line).is_ok(), "the request line is JSON");
+        // Syntax only: serde_json's Value refuses an object led by its private RawValue key,
+        // which is still JSON (WORKAROUNDS.md); a raw read checks syntax alone.
+        assert!(serde_json::from_slice::<Box<RawValue>>(&line).is_ok(), "the request line is JSON");
     }
 });

@@ -8,5 +8,6 @@ pub mod error;
 pub mod framing;
 pub mod lines;
 pub mod message;
+pub mod raw_value_token;
 pub mod stdio;
 pub mod writer;

@@ -405,6 +405,20 @@ fn session_of(
         })
 }
 
+/// The answer to params the policy cannot judge as the server would read them.
+fn unreadable(raw_id: &str) -> Verdict {
+    let line = error_response(
+        raw_id,
+        crate::jsonrpc::error::INVALID_PARAMS,
+        "Invalid params: the gateway's policy cannot read them (nested too deeply, a number out of range, or serde_json's private RawValue key)",
+        None,
+    );
+    Verdict::Answer {
+        line,
+        rule: "default".into(),
+    }
+}
+
 /// The policy's verdict on a session's request (its params read only when a policy is
 /// in force).
 async fn police(
@@ -418,22 +432,16 @@ async fn police(
         return Verdict::Pass;
     }
     let params: Option<serde_json::Value> = match parsed.params {
+        // serde_json reads an object keyed by its private RawValue token as other JSON than
+        // the bytes the server gets: judged as unreadable (WORKAROUNDS.md).
+        Some(raw) if crate::jsonrpc::raw_value_token::names_raw_value_token(raw.get()) => {
+            return unreadable(raw_id);
+        }
         Some(raw) => match serde_json::from_str(raw.get()) {
             Ok(params) => Some(params),
             // What the policy cannot read must not reach the server unjudged (a number out
             // of range, nesting past serde's limit: a server's parser may take them).
-            Err(_) => {
-                let line = error_response(
-                    raw_id,
-                    crate::jsonrpc::error::INVALID_PARAMS,
-                    "Invalid params: the gateway's policy cannot read them (nested too deeply, or a number out of range)",
-                    None,
-                );
-                return Verdict::Answer {
-                    line,
-                    rule: "default".into(),
-                };
-            }
+            Err(_) => return unreadable(raw_id),
         },
         None => None,
     };

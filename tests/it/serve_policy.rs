@@ -321,6 +321,12 @@ async fn each_principal_sees_its_own_lists_and_calls_are_hidden_or_refused_with_
         .await
         .json();
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // serde_json's private RawValue key would make the policy judge other arguments than
+    // the server gets (here `{"text":"x"}` for an object the server reads as one odd key).
+    let smuggled = r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"\u0024serde_json::private::RawValue":"{\"text\":\"x\"}"}}}"#;
+    let answer = serve.send("POST", "/mcp", &headers, smuggled).await.json();
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("policy cannot read"), "{answer}");
     // A call sent as a notification is not passed on (`crash` would end the child).
     let notified = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "crash"}});
     let accepted = serve
