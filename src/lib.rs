@@ -27,4 +27,5 @@ pub mod sandbox;
 pub mod secret;
 pub mod serve;
 pub mod shutdown;
+pub mod telemetry;
 pub mod trace_context;

@@ -57,17 +57,42 @@ pub struct Auditor {
     pub stats: Arc<Stats>,
 }
 
+/// Something else told how an operation ended, with the same facts as its line (an
+/// OpenTelemetry span and its metric).
+pub trait Observer: Send {
+    fn ended(self: Box<Self>, record: &Record, duration: std::time::Duration);
+}
+
 /// An operation in flight and its line. Ended by `finish`, or, if it is dropped first (the
-/// client went away), as `cancelled`: either way its line is written, once.
+/// client went away), as `cancelled`: either way its line is written, once, and its
+/// observer told.
 pub struct Pending {
-    lines: mpsc::Sender<Record>,
-    stats: Arc<Stats>,
+    /// The audit queue; `None` when only an observer wants the facts.
+    lines: Option<(mpsc::Sender<Record>, Arc<Stats>)>,
+    observer: Option<Box<dyn Observer>>,
     pub record: Record,
     started: std::time::Instant,
     ended: bool,
 }
 
 impl Pending {
+    /// An operation with no audit line (an observer may still want its end).
+    pub fn unlogged(record: Record) -> Pending {
+        Pending {
+            lines: None,
+            observer: None,
+            record,
+            started: std::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    /// Tells `observer` too when the operation ends.
+    pub fn observed_by(mut self, observer: Box<dyn Observer>) -> Pending {
+        self.observer = Some(observer);
+        self
+    }
+
     /// The operation is over: its line, with its duration, goes to the queue.
     pub fn finish(mut self) {
         self.ended = true;
@@ -79,16 +104,23 @@ impl Drop for Pending {
         if !self.ended && self.record.outcome != Outcome::Refused {
             self.record.outcome = Outcome::Cancelled;
         }
-        self.record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let took = self.started.elapsed();
+        self.record.duration_ms = took.as_secs_f64() * 1000.0;
+        if let Some(observer) = self.observer.take() {
+            observer.ended(&self.record, took);
+        }
+        let Some((lines, stats)) = &self.lines else {
+            return;
+        };
         let record = std::mem::replace(&mut self.record, Record::blank());
-        self.stats.queued.fetch_add(1, Ordering::Relaxed);
-        match self.lines.try_send(record) {
+        stats.queued.fetch_add(1, Ordering::Relaxed);
+        match lines.try_send(record) {
             Ok(()) => {}
             // The queue is full: the line waits for room on a task of its own (the
             // operation it belongs to is over), so it is late, never lost.
             Err(mpsc::error::TrySendError::Full(record)) => {
-                self.stats.waited.fetch_add(1, Ordering::Relaxed);
-                let lines = self.lines.clone();
+                stats.waited.fetch_add(1, Ordering::Relaxed);
+                let lines = lines.clone();
                 match tokio::runtime::Handle::try_current() {
                     Ok(runtime) => {
                         runtime.spawn(async move {
@@ -101,7 +133,7 @@ impl Drop for Pending {
                 }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.stats.lost.fetch_add(1, Ordering::Relaxed);
+                stats.lost.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -158,8 +190,8 @@ impl Auditor {
     /// The line of an operation that starts now.
     pub fn pending(&self, record: Record) -> Pending {
         Pending {
-            lines: self.lines.clone(),
-            stats: self.stats.clone(),
+            lines: Some((self.lines.clone(), self.stats.clone())),
+            observer: None,
             record,
             started: std::time::Instant::now(),
             ended: false,

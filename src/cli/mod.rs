@@ -11,6 +11,7 @@ mod audit_args;
 mod check;
 mod docs;
 mod oauth;
+mod otel_args;
 mod policy;
 mod relay;
 mod sandbox;

@@ -100,6 +100,9 @@ pub struct RelayArgs {
     #[command(flatten)]
     audit: super::audit_args::AuditArgs,
 
+    #[command(flatten)]
+    otel: super::otel_args::OtelArgs,
+
     /// Protocol era spoken upstream: auto (probe with server/discover), legacy (the
     /// initialize handshake) or modern (2026-07-28).
     #[arg(long, value_enum, default_value = "auto")]
@@ -225,6 +228,7 @@ fn validate(
         shutdown_grace: args.shutdown_grace,
         oauth,
         audit: args.audit.settings(true)?,
+        telemetry: args.otel.settings()?,
     };
     Ok((config, given.credential))
 }

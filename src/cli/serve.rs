@@ -107,6 +107,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         policing: None,
         audit: args.audit.settings(false)?,
         auditor: None,
+        telemetry: args.otel.settings()?,
     })
 }
 

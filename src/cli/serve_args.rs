@@ -210,6 +210,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub(super) audit: super::audit_args::AuditArgs,
 
+    #[command(flatten)]
+    pub(super) otel: super::otel_args::OtelArgs,
+
     /// The stdio server's protocol era: `auto` asks a disposable sibling process
     /// `server/discover` once; `legacy` always runs `initialize`; `modern` passes 2026-07-28
     /// requests through with their envelope.

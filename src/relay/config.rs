@@ -38,6 +38,8 @@ pub struct RelayConfig {
     pub input_timeout: Duration,
     /// `--audit-log` and what goes with it.
     pub audit: Option<crate::audit::Settings>,
+    /// `--otel-endpoint` and the `OTEL_*` variables: where spans and metrics go, if anywhere.
+    pub telemetry: Option<crate::telemetry::Settings>,
 }
 
 /// `--protocol-era`.

@@ -107,7 +107,7 @@ async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink
             .remember_host_initialize(parsed.params);
         relay.to_modern.remember_initialize(parsed.params);
     }
-    let audit = match relay.ctx.gate.audit(&method, &raw_id, parsed.params).await {
+    let (audit, traced) = match relay.ctx.gate.audit(&method, &raw_id, parsed.params).await {
         Ok(audit) => audit,
         Err(_) => {
             let message = "the audit log cannot keep up (--audit-when-full refuse): nothing unaudited runs; try again shortly";
@@ -164,10 +164,19 @@ async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink
         Some(trace) => tracing::info_span!("request", trace_id = %trace.trace_id()),
         None => tracing::Span::none(),
     };
-    let task = relay.tasks.spawn(Box::pin(tracing::Instrument::instrument(
-        serve_request(relay.clone(), call, host_era),
-        span,
-    )));
+    let serving =
+        tracing::Instrument::instrument(serve_request(relay.clone(), call, host_era), span);
+    let task = match traced {
+        // Inside the relay's OpenTelemetry span, so what goes upstream carries it.
+        Some(context) => {
+            relay
+                .tasks
+                .spawn(Box::pin(opentelemetry::context::FutureExt::with_context(
+                    serving, context,
+                )))
+        }
+        None => relay.tasks.spawn(Box::pin(serving)),
+    };
     relay.ctx.gate.attach(&id, task.abort_handle());
     true
 }

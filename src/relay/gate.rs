@@ -123,16 +123,17 @@ impl Gate {
     }
 
     /// The audit line of a host request (none without `--audit-log`), its place in the
-    /// queue taken; `Err` when the queue is full and `--audit-when-full refuse` is set.
+    /// queue taken, and its OpenTelemetry span's context (none when that is off); `Err`
+    /// when the queue is full and `--audit-when-full refuse` is set.
     pub async fn audit(
         &self,
         method: &str,
         raw_id: &str,
         params: Option<&serde_json::value::RawValue>,
-    ) -> Result<Option<Pending>, Full> {
-        let Some((auditor, server)) = &self.audit else {
-            return Ok(None);
-        };
+    ) -> Result<(Option<Pending>, Option<opentelemetry::Context>), Full> {
+        if self.audit.is_none() && crate::telemetry::installed().is_none() {
+            return Ok((None, None));
+        }
         let params: serde_json::Value = params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
@@ -148,12 +149,34 @@ impl Gate {
             }
             host.clone()
         };
-        let mut record = Record::of_request(method, raw_id, params, auditor.settings.arguments);
+        let parent = crate::trace_context::TraceContext::from_meta(&params);
+        let with_values = self
+            .audit
+            .as_ref()
+            .is_some_and(|(auditor, _)| auditor.settings.arguments);
+        let mut record = Record::of_request(method, raw_id, params, with_values);
         record.client = client;
-        record.server = Some(server.clone());
-        // Never waits: this runs in the loop that reads the host.
-        auditor.admit(false).await?;
-        Ok(Some(auditor.pending(record)))
+        let pending = match &self.audit {
+            Some((auditor, server)) => {
+                record.server = Some(server.clone());
+                // Never waits: this runs in the loop that reads the host.
+                auditor.admit(false).await?;
+                auditor.pending(record)
+            }
+            None => Pending::unlogged(record),
+        };
+        let Some(operation) =
+            crate::telemetry::Operation::start(&pending.record, parent.as_ref(), None)
+        else {
+            return Ok((Some(pending), None));
+        };
+        let context = operation.context();
+        let mut pending = pending.observed_by(Box::new(operation));
+        // The line names the trace this request is in: the relay's span's.
+        if let Some(id) = crate::telemetry::trace_id_of(&context) {
+            pending.record.trace_id = Some(id);
+        }
+        Ok((Some(pending), Some(context)))
     }
 
     /// Waits until no request waits for an answer (over HTTP+SSE the answers come after

@@ -76,6 +76,12 @@ pub async fn run(config: RelayConfig) -> i32 {
             }
         }
     }
+    if let Some(settings) = &config.telemetry
+        && let Err(e) = crate::telemetry::start(settings, crate::telemetry::Side::Client)
+    {
+        tracing::error!("{e}");
+        return 1;
+    }
     let gate = Arc::new(gate);
     let link = match Link::new(&config, gate.clone()) {
         Ok(link) => link,
@@ -110,6 +116,7 @@ pub async fn run(config: RelayConfig) -> i32 {
     }
     shut_down(&relay, lane, lane_task, &outbox).await;
     relay.ctx.gate.settle_audit().await;
+    crate::telemetry::shutdown().await;
     0
 }
 

@@ -25,8 +25,8 @@ use crate::trace_context::TraceContext;
 #[derive(Debug, Clone)]
 pub struct RefusedBy(pub String);
 
-/// A request being audited.
-pub struct Audited(Pending);
+/// A request being audited or traced (or both): its record, and its span's context.
+pub struct Audited(Pending, Option<opentelemetry::Context>);
 
 /// Runs `endpoint` for a request with its audit line around it (with no audit log, just
 /// runs it); a full queue under `--audit-when-full refuse` answers instead.
@@ -38,7 +38,14 @@ pub async fn around(
     endpoint: impl Future<Output = Response<Body>>,
 ) -> Response<Body> {
     match begin(gateway, principal, headers, parsed).await {
-        Ok(Some(audited)) => audited.finish(endpoint.await).await,
+        Ok(Some(audited)) => match audited.1.clone() {
+            // Inside the span, so what goes on to the server carries it.
+            Some(context) => {
+                let endpoint = opentelemetry::context::FutureExt::with_context(endpoint, context);
+                audited.finish(endpoint.await).await
+            }
+            None => audited.finish(endpoint.await).await,
+        },
         Ok(None) => endpoint.await,
         Err(refused) => refused,
     }
@@ -52,21 +59,23 @@ async fn begin(
     headers: &HeaderMap,
     parsed: &Message<'_>,
 ) -> Result<Option<Audited>, Response<Body>> {
-    let Some(auditor) = &gateway.config.auditor else {
-        return Ok(None);
-    };
-    if parsed.kind != Kind::Request {
+    let auditor = gateway.config.auditor.as_ref();
+    if (auditor.is_none() && crate::telemetry::installed().is_none())
+        || parsed.kind != Kind::Request
+    {
         return Ok(None);
     }
     let raw_id = parsed.id.map_or("null", |i| i.get());
-    auditor.admit(true).await.map_err(|_| {
-        json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            raw_id,
-            INTERNAL_ERROR,
-            "Service Unavailable: the audit log cannot keep up, so nothing unaudited runs; try again shortly",
-        )
-    })?;
+    if let Some(auditor) = auditor {
+        auditor.admit(true).await.map_err(|_| {
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                raw_id,
+                INTERNAL_ERROR,
+                "Service Unavailable: the audit log cannot keep up, so nothing unaudited runs; try again shortly",
+            )
+        })?;
+    }
     let params: Value = parsed
         .params
         .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -74,18 +83,34 @@ async fn begin(
     let method = parsed.method.as_deref().unwrap_or_default();
     let session = header(headers, "mcp-session-id").map(str::to_owned);
     let client = client(gateway, principal, session.as_deref(), &params);
-    let mut record = Record::of_request(method, raw_id, params, auditor.settings.arguments);
+    // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
+    let parent = TraceContext::from_meta(&params)
+        .or_else(|| TraceContext::from_headers(|name| header(headers, name)));
+    let with_values = auditor.is_some_and(|a| a.settings.arguments);
+    let mut record = Record::of_request(method, raw_id, params, with_values);
     record.principal = principal.map(str::to_owned);
     record.client = client;
     record.server = gateway.config.command.server.clone();
     // Short, as the log names sessions: a whole id is a credential on an open endpoint.
     record.session = session.map(|id| super::sessions::short(&id));
-    // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
-    if record.trace_id.is_none() {
-        record.trace_id = TraceContext::from_headers(|name| header(headers, name))
-            .map(|t| t.trace_id().to_owned());
-    }
-    Ok(Some(Audited(auditor.pending(record))))
+    let protocol = header(headers, "mcp-protocol-version");
+    let operation = crate::telemetry::Operation::start(&record, parent.as_ref(), protocol);
+    // The line names the trace this request is in: ours when a span was made.
+    record.trace_id = match &operation {
+        Some(operation) => operation.trace_id(),
+        None => parent.map(|t| t.trace_id().to_owned()),
+    };
+    let pending = match auditor {
+        Some(auditor) => auditor.pending(record),
+        None => Pending::unlogged(record),
+    };
+    Ok(Some(match operation {
+        Some(operation) => {
+            let context = operation.context();
+            Audited(pending.observed_by(Box::new(operation)), Some(context))
+        }
+        None => Audited(pending, None),
+    }))
 }
 
 impl Audited {

@@ -81,6 +81,8 @@ pub struct ServeConfig {
     pub policy: super::policing::PolicySource,
     /// `--audit-log` and what goes with it (`None`: no audit log).
     pub audit: Option<crate::audit::Settings>,
+    /// `--otel-endpoint` and the `OTEL_*` variables: where spans and metrics go, if anywhere.
+    pub telemetry: Option<crate::telemetry::Settings>,
     /// The listener's audit log, once started.
     pub auditor: Option<std::sync::Arc<crate::audit::Auditor>>,
     /// The listener's policy, once loaded (`None`: no policy, nothing checked).

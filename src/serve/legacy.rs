@@ -19,11 +19,12 @@ use super::policing::Verdict;
 use super::responses::{compact, empty, header, json, json_error, sse_body, sse_event, text};
 use super::session::Session;
 use super::sessions::{Refused, short};
-use super::trace_meta::{trace_from, with_trace};
+use super::trace_meta::trace_from;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_REQUEST, error_response};
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::policy::{Client, Principal};
 use crate::trace_context::TraceContext;
+use crate::trace_context::with_trace;
 
 pub const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";

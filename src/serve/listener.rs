@@ -64,6 +64,10 @@ pub async fn run(config: ServeConfig) -> i32 {
         }
         None => None,
     };
+    if let Err(e) = start_telemetry(config.telemetry.as_ref()) {
+        tracing::error!("{e}");
+        return 1;
+    }
     tracing::info!(
         "serving `{}` at {}{}",
         config.command.argv.join(" "),
@@ -90,7 +94,16 @@ pub async fn run(config: ServeConfig) -> i32 {
     if let Some(auditor) = &gateway.config.auditor {
         auditor.settle(Duration::from_secs(2)).await;
     }
+    crate::telemetry::shutdown().await;
     0
+}
+
+/// Starts OpenTelemetry's exporters when it is asked for.
+fn start_telemetry(settings: Option<&crate::telemetry::Settings>) -> Result<(), String> {
+    match settings {
+        Some(settings) => crate::telemetry::start(settings, crate::telemetry::Side::Server),
+        None => Ok(()),
+    }
 }
 
 /// `serve --config FILE`: every server of the file on one listener, at `/NAME/mcp`;
@@ -102,6 +115,10 @@ pub async fn run_servers(base: ServeConfig, file: std::path::PathBuf) -> i32 {
     };
     let mut base = base;
     base.guards.port = bound.port();
+    if let Err(e) = start_telemetry(base.telemetry.as_ref()) {
+        tracing::error!("{e}");
+        return 1;
+    }
     let servers = match Servers::start(base, file, origin(bound)).await {
         Ok(servers) => Arc::new(servers),
         Err(e) => {
@@ -116,6 +133,7 @@ pub async fn run_servers(base: ServeConfig, file: std::path::PathBuf) -> i32 {
     if let Some(auditor) = &servers.base().auditor {
         auditor.settle(Duration::from_secs(2)).await;
     }
+    crate::telemetry::shutdown().await;
     0
 }
 

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, Method, Response, Uri};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+pub mod collector;
 pub mod issuer;
 pub mod modern;
 pub mod proxy;

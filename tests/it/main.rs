@@ -42,4 +42,5 @@ mod serve_oauth_attacks;
 mod serve_policy;
 mod serve_spares;
 mod serve_strict;
+mod telemetry;
 mod trace_context;

@@ -123,11 +123,7 @@ pub async fn post(
     }
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).
-    if let Some(trace) =
-        TraceContext::from_headers(|name| crate::serve::responses::header(headers, name))
-    {
-        trace.into_meta(&mut params);
-    }
+    carry_trace(headers, &mut params);
     match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,
         Err(refusal) => refusal.response(gateway, &request.raw_id),
@@ -286,4 +282,19 @@ async fn resume(
         return SendRefused::Undeliverable(undeliverable).response(gateway, &request.raw_id);
     }
     respond(gateway, backend, request, flight).await
+}
+
+/// The trace context for the server: the headers' (a `_meta` one wins), or, with
+/// OpenTelemetry on, this gateway's span as the server's parent.
+fn carry_trace(headers: &HeaderMap, params: &mut Map<String, Value>) {
+    let from_headers =
+        TraceContext::from_headers(|name| crate::serve::responses::header(headers, name));
+    match crate::telemetry::outgoing(from_headers.as_ref()) {
+        Some(ours) => ours.over_meta(params),
+        None => {
+            if let Some(trace) = from_headers {
+                trace.into_meta(params);
+            }
+        }
+    }
 }

@@ -91,7 +91,7 @@ impl Upstream {
         let mut attempt = 0;
         // The host's trace context (`params._meta`, SEP-414) continues upstream as headers
         // too, for the proxies and servers that read only those.
-        let trace = crate::trace_context::TraceContext::in_message(&body);
+        let (trace, body) = upstream_trace(body);
         let mut authorization = self.current_authorization().await;
         let mut reauthorized = false;
         let mut stepped_up = false;
@@ -278,4 +278,20 @@ fn retry_backoff(max_retries: u32) -> impl Iterator<Item = Duration> {
 
 fn is_rate_limited(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
+}
+
+/// The trace context a request goes upstream with, and the request: the host's, or, with
+/// OpenTelemetry on, the relay's span as the server's parent, in the headers and in
+/// `_meta` alike.
+fn upstream_trace(body: Bytes) -> (Option<crate::trace_context::TraceContext>, Bytes) {
+    let incoming = crate::trace_context::TraceContext::in_message(&body);
+    match crate::telemetry::outgoing(incoming.as_ref()) {
+        Some(ours) => {
+            let spliced = crate::jsonrpc::message::parse(&body)
+                .ok()
+                .and_then(|parsed| crate::trace_context::with_trace(&body, parsed.params, &ours));
+            (Some(ours), spliced.unwrap_or(body))
+        }
+        None => (incoming, body),
+    }
 }

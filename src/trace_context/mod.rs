@@ -4,7 +4,11 @@
 //! cannot see the first: a stdio server sees no HTTP headers, a proxy in front of a remote
 //! server may see only them. Pure: no I/O.
 
+mod splice;
+
 use serde_json::{Map, Value};
+
+pub use splice::with_trace;
 
 /// The trace context keys, in `_meta` and as header names alike.
 pub const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
@@ -34,6 +38,16 @@ impl TraceContext {
             text("tracestate"),
             text("baggage"),
         ))
+    }
+
+    /// From its parts, if `traceparent` is one.
+    pub fn from_parts(
+        traceparent: &str,
+        tracestate: Option<&str>,
+        baggage: Option<&str>,
+    ) -> Option<TraceContext> {
+        trace_id(traceparent)?;
+        Some(TraceContext::checked(traceparent, tracestate, baggage))
     }
 
     /// From HTTP headers, read by `header`.
@@ -88,6 +102,26 @@ impl TraceContext {
         meta.insert("traceparent".into(), self.traceparent.clone().into());
         for (key, value) in [("tracestate", &self.tracestate), ("baggage", &self.baggage)] {
             if let Some(value) = value {
+                meta.insert(key.into(), value.clone().into());
+            }
+        }
+    }
+
+    /// Writes the context into `params._meta` as the next hop's parent: its
+    /// `traceparent` replaces one already there; `tracestate` and `baggage` fill in only
+    /// what is missing.
+    pub fn over_meta(&self, params: &mut Map<String, Value>) {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(meta) = meta.as_object_mut() else {
+            return;
+        };
+        meta.insert("traceparent".into(), self.traceparent.clone().into());
+        for (key, value) in [("tracestate", &self.tracestate), ("baggage", &self.baggage)] {
+            if let Some(value) = value
+                && !meta.contains_key(key)
+            {
                 meta.insert(key.into(), value.clone().into());
             }
         }

@@ -1,0 +1,207 @@
+//! OpenTelemetry through both modes, against a fake OTLP/HTTP collector: serve exports a
+//! SERVER span per request named and attributed as the MCP semantic conventions say, a
+//! child of the client's trace context, and hands its own span to the stdio server as the
+//! parent; the relay does the same as a CLIENT toward its upstream (headers and `_meta`);
+//! both export the operation-duration histogram; argument values are never exported; a
+//! collector that cannot be spoken to is refused at start, saying what works.
+
+use serde_json::{Value, json};
+
+use crate::common::collector::Collector;
+use crate::common::serve::*;
+use crate::common::*;
+
+const META: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const HEADER: &str = "00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-00f067aa0ba902b7-01";
+/// Fast exports, so a test waits milliseconds, not the SDK's default seconds.
+const FAST: [(&str, &str); 3] = [
+    ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
+    ("OTEL_SERVICE_NAME", "gateway-under-test"),
+];
+
+fn text(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn call(id: &str, tool: &str, meta: Option<&str>) -> String {
+    let mut params = json!({"name": tool, "arguments": {"text": "hunter2-argument"}});
+    if let Some(meta) = meta {
+        params["_meta"] = json!({"traceparent": meta});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+#[tokio::test]
+async fn serve_exports_a_span_per_request_and_its_stdio_server_is_the_spans_child() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let serve = Serve::start_with(
+        &[
+            "--otel-endpoint",
+            &collector.url,
+            "--audit-log",
+            audit.to_str().unwrap(),
+        ],
+        &[fixture().as_str()],
+        &FAST,
+    )
+    .await;
+    let session = serve.initialize().await;
+    let headers = [("mcp-session-id", session.as_str())];
+
+    // In the client's trace (its `_meta`): the server sees the gateway's span as parent.
+    let answer = serve
+        .send("POST", "/mcp", &headers, &call("t1", "trace", Some(META)))
+        .await
+        .json();
+    let span = collector.span(|s| s.name == "tools/call trace").await;
+    assert_eq!(span.kind, 2, "SERVER");
+    assert_eq!(span.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(span.parent_span_id, "00f067aa0ba902b7");
+    assert_eq!(
+        text(&answer),
+        format!("00-{}-{}-01", span.trace_id, span.span_id),
+        "the stdio server's parent is the gateway's span: {answer}"
+    );
+    let attribute = |name: &str| span.attributes.get(name).cloned().unwrap_or_default();
+    assert_eq!(attribute("mcp.method.name"), "tools/call");
+    assert_eq!(attribute("gen_ai.tool.name"), "trace");
+    assert_eq!(attribute("gen_ai.operation.name"), "execute_tool");
+    assert_eq!(attribute("jsonrpc.request.id"), "t1");
+    assert_eq!(
+        attribute("mcp.session.id"),
+        session[..8],
+        "short, as the logs name it"
+    );
+    assert_eq!(span.service, "gateway-under-test");
+    assert_eq!(span.status, 0);
+
+    // The HTTP header's context when `_meta` has none; a tool's error is the span's.
+    let headers_traced = [
+        ("mcp-session-id", session.as_str()),
+        ("traceparent", HEADER),
+    ];
+    serve
+        .send("POST", "/mcp", &headers_traced, &call("t2", "fail", None))
+        .await;
+    let failed = collector.span(|s| s.name == "tools/call fail").await;
+    assert_eq!(failed.trace_id, "a".repeat(32));
+    assert_eq!(failed.attributes["error.type"], "tool_error");
+    assert_eq!(failed.status, 2, "error");
+    collector
+        .metric("mcp.server.operation.duration", |a| {
+            a.get("mcp.method.name").map(String::as_str) == Some("tools/call")
+                && a.get("error.type").map(String::as_str) == Some("tool_error")
+                && a.get("gen_ai.tool.name").map(String::as_str) == Some("fail")
+        })
+        .await;
+
+    // The audit line names the trace; no argument value is ever exported.
+    let lines = eventually("two tools/call audit lines", async || {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        let found: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["method"] == "tools/call")
+            .collect();
+        (found.len() >= 2).then_some(found).ok_or(text)
+    })
+    .await;
+    assert_eq!(lines[0]["trace_id"], span.trace_id);
+    let bodies = collector.bodies();
+    assert!(!bodies.is_empty());
+    for body in bodies {
+        assert!(
+            memchr::memmem::find(&body, b"hunter2-argument").is_none(),
+            "an argument value was exported"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_relay_exports_a_client_span_and_sends_it_upstream_as_the_parent() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(basic).await;
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &[
+            "--protocol-era",
+            "legacy",
+            "--otel-endpoint",
+            &collector.url,
+        ],
+        &FAST,
+    )
+    .await;
+    relay.initialize().await;
+    relay
+        .send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "x", "arguments": {}, "_meta": {"traceparent": META, "tracestate": "k=v"}}}),
+        )
+        .await;
+    assert_eq!(
+        relay.recv().await["id"],
+        1,
+        "stdout is still only the protocol"
+    );
+    let span = collector.span(|s| s.name == "tools/call x").await;
+    assert_eq!(span.kind, 3, "CLIENT");
+    assert_eq!(span.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(span.parent_span_id, "00f067aa0ba902b7");
+    let ours = format!("00-{}-{}-01", span.trace_id, span.span_id);
+    let sent = upstream
+        .posts_of("tools/call")
+        .into_iter()
+        .find(|s| s.json()["id"] == 1)
+        .unwrap();
+    assert_eq!(sent.header("traceparent").as_deref(), Some(ours.as_str()));
+    assert_eq!(sent.header("tracestate").as_deref(), Some("k=v"));
+    assert_eq!(sent.json()["params"]["_meta"]["traceparent"], ours);
+    assert_eq!(sent.json()["params"]["_meta"]["tracestate"], "k=v");
+    collector
+        .metric("mcp.client.operation.duration", |a| {
+            a.get("mcp.method.name").map(String::as_str) == Some("tools/call")
+        })
+        .await;
+}
+
+/// Flags, environment, and what the refusal must say.
+type Refused<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
+#[tokio::test]
+async fn a_collector_that_cannot_be_spoken_to_is_refused_at_start_saying_what_works() {
+    let cases: [Refused; 3] = [
+        (
+            &["--otel-endpoint", "http://user:hunter2@127.0.0.1:4318"],
+            &[],
+            "OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            &["--otel-endpoint", "http://127.0.0.1:4317"],
+            &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+            "http/protobuf",
+        ),
+        (
+            &[],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")],
+            "http://127.0.0.1:4318",
+        ),
+    ];
+    for (flags, env, says) in cases {
+        let mut command = std::process::Command::new(binary());
+        command.arg("serve").args(flags).args(["--", "true"]);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?} {env:?}: {stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}
