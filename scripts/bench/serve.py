@@ -2,7 +2,7 @@
 over Streamable HTTP, in one run, fronting the same stdio backend (the release build of
 examples/stdio_fixture.rs). Not a test: it reports figures.
 
-Usage: scripts/bench/serve-run [--seconds S] [--backend everything|fixture] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded | --policy-audit]
+Usage: scripts/bench/serve-run [--seconds S] [--backend everything|fixture] [--modern] [--baseline BIN] [--only-ours] [--jwt | --embedded | --policy-audit | --tracing]
 
 The backend is server-everything 2026.1.26 (`--backend everything`, the default: a real
 server, the one the issue's figures name) or the release build of examples/stdio_fixture.rs
@@ -15,6 +15,8 @@ With --jwt only this serve runs, twice: open, and in resource-server mode
 request carrying the same valid JWT access token (the keys cached after the first).
 With --policy-audit the same, open, plain against ten policy rules evaluated on every
 call (BENCH_POLICY) and --audit-log to a file.
+With --tracing the same, plain against OpenTelemetry on (`--otel-endpoint`): every call's
+span and metric point exported over OTLP/HTTP to a receiver in this script (SpanSink).
 With --embedded the same, but serve is its own authorization server (`--enable-oauth`,
 SQLite store): the token is one it issued through registration, consent and the code grant.
 
@@ -38,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -318,6 +321,7 @@ def main() -> None:
     parser.add_argument("--jwt", action="store_true", help="this serve open and in resource-server mode, a valid JWT on every request")
     parser.add_argument("--embedded", action="store_true", help="this serve open and as its own authorization server, a token it issued on every request")
     parser.add_argument("--policy-audit", action="store_true", help="this serve plain and with ten policy rules evaluated on every call and an audit log to a file")
+    parser.add_argument("--tracing", action="store_true", help="this serve plain and with OpenTelemetry on, every call's span and metric exported over OTLP/HTTP to a receiver in this script")
     args = parser.parse_args()
     global BACKEND, ECHO_ARGUMENT
     if args.backend == "everything":
@@ -330,6 +334,9 @@ def main() -> None:
         modern_script = f.name
     if args.jwt or args.embedded:
         bench_auth(args, modern_script if args.modern else script, "embedded" if args.embedded else "jwt")
+        return
+    if args.tracing:
+        bench_tracing(args, modern_script if args.modern else script)
         return
     if args.policy_audit:
         bench_policy_audit(args, modern_script if args.modern else script)
@@ -578,6 +585,72 @@ def bench_policy_audit(args, script: str) -> None:
         print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} | {med(mode, 'many', 'cpu_ms_per_call'):.3f} | {errors} |")
     print(f"\ncalls/s with policy and audit / without: {med('policy+audit', 'many', 'rps') / med('plain', 'many', 'rps'):.2f} (target >= 0.9)")
     print(f"p50 added: {(med('policy+audit', 'one', 'p50_ms') - med('plain', 'one', 'p50_ms')) * 1000:.0f} us (target <= 20)")
+
+
+class SpanSink:
+    """An OTLP/HTTP receiver on 127.0.0.1 that answers at once, as a collector elsewhere
+    would, and counts the spans it was sent afterwards (decoded with opentelemetry-proto
+    once the measuring is over, so decoding takes no CPU from the gateway)."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies = []
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if self.path == "/v1/traces":
+                    sink.bodies.append(body)
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> int:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        count = 0
+        for body in self.bodies:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            count += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        return count
+
+
+def bench_tracing(args, script: str) -> None:
+    """This serve plain, and with --otel-endpoint: a span and a metric point per call,
+    exported by the SDK's batch processor to a receiver in this process."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    sink = SpanSink()
+    runs = {"plain": [], "tracing": []}
+    for round_number in range(3):
+        order = list(runs) if round_number % 2 == 0 else list(reversed(runs))
+        for mode in order:
+            flags = ["--otel-endpoint", sink.url] if mode == "tracing" else []
+            command = [args.binary, "serve", "--port", str(port), "--log-level", "off", *flags, "--", *BACKEND]
+            runs[mode].append(measure(f"serve ({mode})", command, url, args.seconds, script, args.modern))
+    time.sleep(1)
+    traced = sum(r["one"]["calls"] + r["many"]["calls"] for r in runs["tracing"])
+    med = lambda mode, phase, key: statistics.median(r[phase][key] for r in runs[mode])
+    print(f"serve plain vs OpenTelemetry on (every call sampled, exported over OTLP/HTTP), {'2026-07-28 clients' if args.modern else 'sessions'}, medians of 3 rounds, {args.seconds} s per phase; {sink.spans()} spans received for {traced} calls and 168 session starts traced\n")
+    print("| mode | p50 ms (1 in flight) | p99 ms | calls/s (16 in flight) | CPU ms per call | non-2xx |")
+    print("|---|---|---|---|---|---|")
+    for mode in runs:
+        errors = sum(r["one"]["errors"] + r["many"]["errors"] for r in runs[mode])
+        print(f"| {mode} | {med(mode, 'one', 'p50_ms'):.3f} | {med(mode, 'one', 'p99_ms'):.3f} | {med(mode, 'many', 'rps'):.0f} | {med(mode, 'many', 'cpu_ms_per_call'):.3f} | {errors} |")
+    print(f"\ncalls/s with tracing / without: {med('tracing', 'many', 'rps') / med('plain', 'many', 'rps'):.2f} (target >= 0.85)")
+    print(f"p50 added: {(med('tracing', 'one', 'p50_ms') - med('plain', 'one', 'p50_ms')) * 1000:.0f} us")
 
 
 if __name__ == "__main__":

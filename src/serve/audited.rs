@@ -82,7 +82,8 @@ async fn begin(
         .unwrap_or(Value::Null);
     let method = parsed.method.as_deref().unwrap_or_default();
     let session = header(headers, "mcp-session-id").map(str::to_owned);
-    let client = client(gateway, principal, session.as_deref(), &params);
+    // Only the audit line names the client application.
+    let client = auditor.and_then(|_| client(gateway, principal, session.as_deref(), &params));
     // `_meta.traceparent` (SEP-414) wins over the header, as Envoy reads them.
     let parent = TraceContext::from_meta(&params)
         .or_else(|| TraceContext::from_headers(|name| header(headers, name)));

@@ -35,6 +35,8 @@ struct Received {
     metrics: Vec<(String, HashMap<String, String>)>,
     /// Every body, as sent.
     bodies: Vec<Bytes>,
+    /// How many trace exports arrived.
+    trace_exports: usize,
 }
 
 pub struct Collector {
@@ -72,15 +74,22 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Collector {
     pub async fn start() -> Self {
+        Self::answering_after(Duration::ZERO).await
+    }
+
+    /// A collector that takes `delay` to answer each export (a slow or distant one).
+    pub async fn answering_after(delay: Duration) -> Self {
         let received = Arc::new(Mutex::new(Received::default()));
         let changed = Arc::new(Notify::new());
         let state = (received.clone(), changed.clone());
         let app = axum::Router::new().fallback(move |uri: http::Uri, body: Bytes| {
             let (received, changed) = state.clone();
             async move {
+                tokio::time::sleep(delay).await;
                 let mut got = received.lock().unwrap();
                 got.bodies.push(body.clone());
                 if uri.path() == "/v1/traces" {
+                    got.trace_exports += 1;
                     let request = ExportTraceServiceRequest::decode(body).unwrap();
                     for resource in request.resource_spans {
                         let service = resource
@@ -174,6 +183,20 @@ impl Collector {
                     "no {name} point in 20 s; got {:#?}",
                     self.received.lock().unwrap().metrics
                 );
+            }
+        }
+    }
+
+    /// Waits (at most 20 s) until `count` trace exports have arrived.
+    pub async fn trace_exports(&self, count: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let changed = self.changed.notified();
+            if self.received.lock().unwrap().trace_exports >= count {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                panic!("fewer than {count} trace exports in 20 s");
             }
         }
     }

@@ -5,6 +5,8 @@
 //! both export the operation-duration histogram; argument values are never exported; a
 //! collector that cannot be spoken to is refused at start, saying what works.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::common::collector::Collector;
@@ -204,4 +206,84 @@ async fn a_collector_that_cannot_be_spoken_to_is_refused_at_start_saying_what_wo
         assert!(stderr.contains(says), "{stderr}");
         assert!(!stderr.contains("hunter2"), "{stderr}");
     }
+}
+
+#[tokio::test]
+async fn the_standard_sampler_variables_decide_which_requests_are_traced() {
+    // parentbased_always_off: a root request is not sampled; one whose caller sampled it is.
+    let collector = Collector::start().await;
+    let mut env = FAST.to_vec();
+    env.push(("OTEL_TRACES_SAMPLER", "parentbased_always_off"));
+    let serve = Serve::start_with(
+        &["--otel-endpoint", &collector.url],
+        &[fixture().as_str()],
+        &env,
+    )
+    .await;
+    let session = serve.initialize().await;
+    let headers = [("mcp-session-id", session.as_str())];
+    let unsampled = serve
+        .send("POST", "/mcp", &headers, &call("u", "trace", None))
+        .await
+        .json();
+    let handed = text(&unsampled).to_owned();
+    assert!(
+        handed.ends_with("-00"),
+        "not sampled, and says so: {handed}"
+    );
+    serve
+        .send("POST", "/mcp", &headers, &call("s", "echo", Some(META)))
+        .await;
+    // Spans leave in the order they end: the sampled one arriving proves the other never will.
+    collector.span(|s| s.name == "tools/call echo").await;
+    assert!(
+        !collector
+            .spans()
+            .iter()
+            .any(|s| s.name == "tools/call trace"),
+        "{:#?}",
+        collector.spans()
+    );
+}
+
+#[tokio::test]
+async fn a_slow_collector_never_slows_requests_and_spans_past_the_queue_are_dropped() {
+    // Each export takes 2 s; --otel-queue 2 holds two spans while one batch is on its way.
+    let collector = Collector::answering_after(Duration::from_secs(2)).await;
+    let serve = Serve::start_with(
+        &["--otel-endpoint", &collector.url, "--otel-queue", "2"],
+        &[fixture().as_str()],
+        &FAST,
+    )
+    .await;
+    let session = serve.initialize().await;
+    let headers = [("mcp-session-id", session.as_str())];
+    for n in 0..30 {
+        let answer = serve
+            .send(
+                "POST",
+                "/mcp",
+                &headers,
+                &call(&format!("c{n}"), "echo", None),
+            )
+            .await
+            .json();
+        assert_eq!(
+            text(&answer),
+            "hunter2-argument",
+            "call {n} answered: {answer}"
+        );
+    }
+    // Two exports arrive (the exporter works): the one on its way when the calls began and
+    // the one after it, which carries what the queue held, not the calls it had no room for.
+    collector.trace_exports(2).await;
+    let exported = collector
+        .spans()
+        .iter()
+        .filter(|s| s.name == "tools/call echo")
+        .count();
+    assert!(
+        exported <= 4,
+        "{exported} of 30 spans exported past a queue of 2"
+    );
 }
