@@ -103,6 +103,10 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "modern-fixture", "version": "1"}
         }),
+        // FIXTURE_TOOLS_LIST=object: a broken server whose tools are an object, not a list.
+        "tools/list" if std::env::var("FIXTURE_TOOLS_LIST").as_deref() == Ok("object") => {
+            json!({"tools": {"echo": {"name": "echo", "inputSchema": {"type": "object"}}}})
+        }
         "tools/list" => catalog::paged(
             json!([
                 {"name": "echo", "inputSchema": {"type": "object"},

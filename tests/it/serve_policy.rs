@@ -430,6 +430,38 @@ when = "true"
 }
 
 #[tokio::test]
+async fn a_list_answer_the_policy_cannot_read_is_refused_not_passed_unfiltered() {
+    let policy = r#"
+[[rules]]
+name = "no-echo"
+phase = "list"
+effect = "deny"
+when = "tool.name == 'echo'"
+
+[[rules]]
+name = "lists"
+phase = "list"
+effect = "allow"
+when = "true"
+"#;
+    let setup = Setup::new(policy).await;
+    let serve = setup.serve(&[("FIXTURE_TOOLS_LIST", "object")]).await;
+    let ada = setup.token("ada", json!({}));
+    let session = session(&serve, &ada, "t").await;
+    // The channel is alive: other requests are answered as usual.
+    let ping = request(&serve, &ada, &session, "ping", json!({})).await;
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    let answer = request(&serve, &ada, &session, "tools/list", json!({})).await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`tools` that is not an array"),
+        "{message}"
+    );
+    assert!(!answer.to_string().contains("inputSchema"), "{answer}");
+}
+
+#[tokio::test]
 async fn sighup_reloads_the_policy_and_a_broken_one_keeps_the_rules_in_force() {
     let deny_echo = "[[rules]]\nname = \"no-echo\"\nphase = \"call\"\neffect = \"deny\"\nwhen = \"tool.name == 'echo'\"\n\n[[rules]]\nname = \"rest\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"true\"\n";
     let setup = Setup::new(deny_echo).await;

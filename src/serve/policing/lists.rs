@@ -2,13 +2,15 @@
 //! list phase hides taken out of the page, the server's cursor left as it was (a short or
 //! empty page with a `nextCursor` is a page like any other, so paging stays right), and
 //! the page marked private to its caller. The tools' annotations are remembered on the way
-//! for the calls that follow.
+//! for the calls that follow. A list answer the filter cannot read is not passed on
+//! unfiltered: the client gets an error under its request's id.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::about::{About, owner};
+use crate::jsonrpc::error::{INTERNAL_ERROR, error_response};
 use crate::policy::{Client, Decision, Input, Policy, Principal, Target};
 use crate::serve::backend::Owner;
 use crate::serve::session::Session;
@@ -22,14 +24,18 @@ pub struct ListFilter {
     pub(super) endpoint: String,
     pub(super) method: String,
     pub(super) session: Arc<Session>,
+    /// The client's id, raw JSON: an answer that cannot be filtered is refused under it.
+    pub(super) raw_id: String,
 }
 
 impl ListFilter {
-    /// The answer `line` with what this principal may not see taken out (an error, or a
-    /// line that is not JSON, passes as it is).
+    /// The answer `line` with what this principal may not see taken out. A line that is
+    /// not a list answer (an error, a notification, a question for the client) passes as
+    /// it is; one whose list cannot be read (not JSON, a `result` that is not an object, a
+    /// list that is not an array) becomes an error: what cannot be filtered is not shown.
     pub fn apply(&self, line: &[u8]) -> Vec<u8> {
         let Ok(mut answer) = serde_json::from_slice::<Value>(line) else {
-            return line.to_vec();
+            return self.unreadable("is not JSON");
         };
         let (key, field) = match self.method.as_str() {
             "tools/list" => ("tools", "name"),
@@ -37,25 +43,46 @@ impl ListFilter {
             "resources/list" => ("resources", "uri"),
             _ => ("resourceTemplates", "uriTemplate"),
         };
-        let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) else {
+        let Some(result) = answer.get_mut("result") else {
             return line.to_vec();
         };
-        if let Some(Value::Array(items)) = result.get_mut(key) {
-            if key == "tools" {
-                self.session.tools.record(items);
+        let Some(result) = result.as_object_mut() else {
+            return self.unreadable("has a result that is not an object");
+        };
+        match result.get_mut(key) {
+            Some(Value::Array(items)) => {
+                if key == "tools" {
+                    self.session.tools.record(items);
+                }
+                items.retain(|item| {
+                    let Some(public) = item.get(field).and_then(Value::as_str) else {
+                        return false;
+                    };
+                    self.visible(key, public, item)
+                });
             }
-            items.retain(|item| {
-                let Some(public) = item.get(field).and_then(Value::as_str) else {
-                    return false;
-                };
-                self.visible(key, public, item)
-            });
+            Some(_) => return self.unreadable(&format!("has `{key}` that is not an array")),
+            None => {}
         }
         // What one principal sees is not another's to reuse.
         if let Some(scope) = result.get_mut("cacheScope") {
             *scope = "private".into();
         }
         serde_json::to_vec(&answer).expect("JSON serializes")
+    }
+
+    /// The error the client gets for a list answer the policy cannot filter.
+    fn unreadable(&self, what: &str) -> Vec<u8> {
+        tracing::warn!(method = %self.method, "the server's list answer {what}; refused, since the policy cannot filter it");
+        error_response(
+            &self.raw_id,
+            INTERNAL_ERROR,
+            &format!(
+                "the server's {} answer {what}, so the gateway's policy cannot filter it and shows none of it; the server must answer as MCP says",
+                self.method
+            ),
+            None,
+        )
     }
 
     fn visible(&self, key: &str, public: &str, item: &Value) -> bool {

@@ -70,6 +70,7 @@ pub async fn check(request: &Request<'_>) -> Verdict {
                 endpoint: request.endpoint.to_owned(),
                 method: request.method.to_owned(),
                 session: request.session.clone(),
+                raw_id: request.raw_id.to_owned(),
             })
         } else {
             Verdict::Pass
