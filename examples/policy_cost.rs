@@ -18,6 +18,14 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
+    // As serve decides by default (the fixed rules' verdicts remembered per principal and
+    // request shape), then with `--policy-memo 0` (every rule evaluated every time).
+    for memo_entries in [Limits::default().memo_entries, 0] {
+        measure(rounds, memo_entries);
+    }
+}
+
+fn measure(rounds: usize, memo_entries: usize) {
     let started = Instant::now();
     let policy = Policy::new(
         vec![
@@ -82,7 +90,10 @@ fn main() {
                 "principal.authenticated",
             ),
         ],
-        &Limits::default(),
+        &Limits {
+            memo_entries,
+            ..Limits::default()
+        },
     )
     .expect("the rules compile");
     let compiled = started.elapsed();
@@ -124,7 +135,7 @@ fn main() {
     let at =
         |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)] as f64 / 1000.0;
     println!(
-        "policy: 10 rules compiled in {:.1} ms; one call decision (list phase, then call phase) over {rounds}: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs",
+        "policy (--policy-memo {memo_entries}): 10 rules compiled in {:.1} ms; one call decision (list phase, then call phase) over {rounds}: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs",
         compiled.as_secs_f64() * 1000.0,
         at(0.5),
         at(0.9),

@@ -84,6 +84,11 @@ pub struct LimitArgs {
     /// all/exists/exists_one/map/filter in one condition (nested ones multiply the work).
     #[arg(long, value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(0..=16))]
     policy_max_comprehensions: u64,
+    /// Request shapes (server, method, tool and its annotations, client) whose verdicts a
+    /// principal remembers for the rules that do not read `arguments`; 0: evaluate every
+    /// rule on every request.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    policy_memo: u64,
 }
 
 impl LimitArgs {
@@ -93,6 +98,7 @@ impl LimitArgs {
             max_rules: self.policy_max_rules as usize,
             max_nesting: self.policy_max_nesting as usize,
             max_comprehensions: self.policy_max_comprehensions as usize,
+            memo_entries: self.policy_memo as usize,
         }
     }
 }

@@ -5,10 +5,16 @@
 //! helps: it counts as a `deny` that holds, a `require` that fails, an `allow` that does
 //! not. A call is first checked as the list phase would show its target: what a
 //! principal cannot see, it cannot use either, and it is told the thing does not exist.
+//! The verdicts of rules that cannot read `arguments` are remembered per principal and
+//! request shape (`memo.rs`); only the others run on every call.
 
+use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::input::Input;
+use super::memo::{Holds, Verdicts};
 use super::rule::{self, Effect, Limits, Phase, Rule, RuleSpec};
 
 /// What the policy says about one request.
@@ -31,6 +37,26 @@ pub struct Policy {
     rules: Vec<Rule>,
     /// The standard library, built once; each decision adds its variables in a scope.
     root: cel::Context<'static, 'static>,
+    /// The variables some rule can reach (`names.rs`): the only ones a decision adds.
+    reachable: HashSet<String>,
+    /// Per rule, whether it can read `arguments` (then it is evaluated on every call; the
+    /// others' verdicts are remembered).
+    per_call: Vec<bool>,
+    /// The variables the rules that cannot read `arguments` reach, and those the others do.
+    fixed_reachable: HashSet<String>,
+    per_call_reachable: HashSet<String>,
+    /// Request shapes remembered per principal (`Limits::memo_entries`; 0: none).
+    memo_entries: usize,
+    /// This policy among those loaded in the process: a principal's memo made under
+    /// another one is dropped.
+    id: u64,
+}
+
+/// Where a decision's verdicts come from: the principal's memo for the rules that cannot
+/// read `arguments`, and a scope to evaluate the others in (all of them without a memo).
+struct Judge<'p> {
+    fixed: Option<Verdicts>,
+    scope: Option<cel::Context<'p, 'static>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -79,9 +105,31 @@ impl Policy {
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
+        let (mut reachable, mut fixed_reachable, mut per_call_reachable) =
+            (HashSet::new(), HashSet::new(), HashSet::new());
+        let mut per_call = Vec::with_capacity(rules.len());
+        for rule in &rules {
+            let mut names = HashSet::new();
+            super::names::reachable(rule.program.expression(), &mut names);
+            let reads_arguments = names.contains("arguments");
+            per_call.push(reads_arguments);
+            let into = if reads_arguments {
+                &mut per_call_reachable
+            } else {
+                &mut fixed_reachable
+            };
+            into.extend(names.iter().cloned());
+            reachable.extend(names);
+        }
         Ok(Policy {
             rules,
             root: cel::Context::default(),
+            reachable,
+            per_call,
+            fixed_reachable,
+            per_call_reachable,
+            memo_entries: limits.memo_entries,
+            id: next_id(),
         })
     }
 
@@ -90,6 +138,12 @@ impl Policy {
         Policy {
             rules: Vec::new(),
             root: cel::Context::default(),
+            reachable: HashSet::new(),
+            per_call: Vec::new(),
+            fixed_reachable: HashSet::new(),
+            per_call_reachable: HashSet::new(),
+            memo_entries: 0,
+            id: next_id(),
         }
     }
 
@@ -122,6 +176,14 @@ impl Policy {
         self.rules.iter().any(|r| r.reads_annotations)
     }
 
+    /// The variables a decision adds, sorted (for tests).
+    #[cfg(test)]
+    pub(super) fn reachable_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.reachable.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
     pub fn len(&self) -> usize {
         self.rules.len()
     }
@@ -131,14 +193,14 @@ impl Policy {
         if self.rules.is_empty() {
             return Decision::Allow;
         }
-        match self.scope(input) {
-            Ok(scope) => self.visible_in(&scope),
+        match self.judge(input) {
+            Ok(judge) => self.visible_in(&judge),
             Err((rule, _)) => Decision::Hidden { rule },
         }
     }
 
-    fn visible_in(&self, scope: &cel::Context<'_, '_>) -> Decision {
-        match self.phase(Phase::List, scope) {
+    fn visible_in(&self, judge: &Judge<'_>) -> Decision {
+        match self.phase(Phase::List, judge) {
             Ok(()) => Decision::Allow,
             Err((rule, _)) => Decision::Hidden { rule },
         }
@@ -151,14 +213,14 @@ impl Policy {
         if self.rules.is_empty() {
             return Decision::Allow;
         }
-        let scope = match self.scope(input) {
-            Ok(scope) => scope,
+        let judge = match self.judge(input) {
+            Ok(judge) => judge,
             Err((rule, why)) => return Decision::Refused { rule, why },
         };
-        if let Decision::Hidden { rule } = self.visible_in(&scope) {
+        if let Decision::Hidden { rule } = self.visible_in(&judge) {
             return Decision::Hidden { rule };
         }
-        match self.phase(Phase::Call, &scope) {
+        match self.phase(Phase::Call, &judge) {
             Ok(()) => Decision::Allow,
             Err((rule, why)) => Decision::Refused { rule, why },
         }
@@ -172,7 +234,7 @@ impl Policy {
         } else {
             self.call(input)
         };
-        let steps = match self.scope(input) {
+        let steps = match self.scope(input, &self.reachable) {
             Ok(scope) => self
                 .rules
                 .iter()
@@ -189,7 +251,7 @@ impl Policy {
         (decision, steps)
     }
 
-    fn phase(&self, phase: Phase, scope: &cel::Context<'_, '_>) -> Result<(), Refusal> {
+    fn phase(&self, phase: Phase, judge: &Judge<'_>) -> Result<(), Refusal> {
         let mut rules = self.rules.iter().filter(|r| r.phase == phase).peekable();
         if rules.peek().is_none() {
             return Ok(());
@@ -197,10 +259,12 @@ impl Policy {
         let of = |effect: Effect| {
             self.rules
                 .iter()
-                .filter(move |r| r.phase == phase && r.effect == effect)
+                .enumerate()
+                .filter(move |(_, r)| r.phase == phase && r.effect == effect)
         };
-        for rule in of(Effect::Deny) {
-            match holds(rule, scope) {
+        let holds = |index: usize, rule: &Rule| judge.holds(index, rule);
+        for (index, rule) in of(Effect::Deny) {
+            match holds(index, rule) {
                 Ok(false) => {}
                 Ok(true) => return Err(refusal(rule, "it denies this")),
                 Err(why) => {
@@ -208,8 +272,8 @@ impl Policy {
                 }
             }
         }
-        for rule in of(Effect::Require) {
-            match holds(rule, scope) {
+        for (index, rule) in of(Effect::Require) {
+            match holds(index, rule) {
                 Ok(true) => {}
                 Ok(false) => return Err(refusal(rule, "its requirement does not hold")),
                 Err(why) => {
@@ -217,7 +281,7 @@ impl Policy {
                 }
             }
         }
-        if of(Effect::Allow).any(|rule| holds(rule, scope) == Ok(true)) {
+        if of(Effect::Allow).any(|(index, rule)| holds(index, rule) == Ok(true)) {
             return Ok(());
         }
         let phase = phase.as_str();
@@ -229,9 +293,59 @@ impl Policy {
         ))
     }
 
-    /// The root context with the request's variables.
-    fn scope(&self, input: &Input<'_>) -> Result<cel::Context<'_, 'static>, Refusal> {
-        let variables = input.variables().map_err(|why| {
+    /// Where `input`'s verdicts come from. With a memo: the principal's remembered
+    /// verdicts of the rules that cannot read `arguments` (evaluated now when this shape is
+    /// new), and a scope for the others if there are any; without one (or for a shape too
+    /// long to remember): a scope for every rule, evaluated as the phases need them.
+    fn judge(&self, input: &Input<'_>) -> Result<Judge<'_>, Refusal> {
+        let shape = match (self.memo_entries, input.shape()) {
+            (1.., Some(shape)) => shape,
+            _ => {
+                return Ok(Judge {
+                    fixed: None,
+                    scope: Some(self.scope(input, &self.reachable)?),
+                });
+            }
+        };
+        let memo = input.principal.memo();
+        let fixed = match memo.get(self.id, &shape) {
+            Some(fixed) => fixed,
+            None => {
+                let fixed = self.fixed_verdicts(input)?;
+                memo.put(self.id, self.memo_entries, &shape, fixed.clone());
+                fixed
+            }
+        };
+        let scope = if self.per_call.contains(&true) {
+            Some(self.scope(input, &self.per_call_reachable)?)
+        } else {
+            None
+        };
+        Ok(Judge {
+            fixed: Some(fixed),
+            scope,
+        })
+    }
+
+    /// Every rule's verdict on `input` but those of the rules that can read `arguments`.
+    fn fixed_verdicts(&self, input: &Input<'_>) -> Result<Verdicts, Refusal> {
+        let scope = self.scope(input, &self.fixed_reachable)?;
+        Ok(self
+            .rules
+            .iter()
+            .zip(&self.per_call)
+            .map(|(rule, per_call)| (!per_call).then(|| holds(rule, &scope)))
+            .collect::<Arc<[_]>>())
+    }
+
+    /// The root context with the request's variables named in `reachable`.
+    fn scope(
+        &self,
+        input: &Input<'_>,
+        reachable: &HashSet<String>,
+    ) -> Result<cel::Context<'_, 'static>, Refusal> {
+        let reachable = |name: &str| reachable.contains(name);
+        let variables = input.variables(&reachable).map_err(|why| {
             (
                 "default".to_owned(),
                 format!("the request could not be given to the policy: {why}"),
@@ -245,8 +359,28 @@ impl Policy {
     }
 }
 
+impl Judge<'_> {
+    /// Rule number `index`'s verdict: remembered, or evaluated now.
+    fn holds(&self, index: usize, rule: &Rule) -> Holds {
+        if let Some(Some(remembered)) = self.fixed.as_ref().map(|fixed| &fixed[index]) {
+            return remembered.clone();
+        }
+        match &self.scope {
+            Some(scope) => holds(rule, scope),
+            // Unreachable: without a memo there is always a scope, and with one every rule
+            // it does not hold a verdict for reads `arguments`, which the scope is made for.
+            None => Err("the policy has no scope for this rule".to_owned()),
+        }
+    }
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Whether `rule`'s condition holds; an error (or a panic in the evaluator) says why not.
-fn holds(rule: &Rule, scope: &cel::Context<'_, '_>) -> Result<bool, String> {
+fn holds(rule: &Rule, scope: &cel::Context<'_, '_>) -> Holds {
     let result = catch_unwind(AssertUnwindSafe(|| rule.program.execute(scope)))
         .map_err(|_| "the evaluator failed".to_owned())?;
     match result {

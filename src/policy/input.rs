@@ -10,6 +10,8 @@ use cel::Value;
 use cel::objects::Map;
 use serde_json::Value as Json;
 
+use super::memo::{Memo, ShapeRef};
+
 /// The caller, as the gateway authenticated it (fixed once made: its CEL value is made
 /// from it on first use).
 #[derive(Debug, Clone, Default)]
@@ -24,6 +26,8 @@ pub struct Principal {
     groups: Vec<String>,
     /// Its fields as CEL values, made on first use.
     made: OnceLock<Vec<(&'static str, Value)>>,
+    /// The verdicts of the rules that do not read arguments, per request shape.
+    memo: Memo,
 }
 
 impl Principal {
@@ -41,7 +45,12 @@ impl Principal {
             user,
             groups,
             made: OnceLock::new(),
+            memo: Memo::default(),
         }
+    }
+
+    pub(super) fn memo(&self) -> &Memo {
+        &self.memo
     }
 
     pub fn sub(&self) -> Option<&str> {
@@ -174,22 +183,28 @@ pub struct Input<'a> {
     pub client: &'a Client,
 }
 
-/// A tool's annotations with the MCP defaults filled in (readOnly false, destructive true,
-/// idempotent false, openWorld true); for anything but a tool, all false.
-fn annotations(given: Option<&Json>, is_tool: bool) -> [(&'static str, Value); 4] {
-    let hint = |name: &'static str, default: bool| {
-        let value = given
+/// The annotation hints a rule sees, with the MCP defaults.
+const HINTS: [(&str, bool); 4] = [
+    ("tool.annotations.readOnlyHint", false),
+    ("tool.annotations.destructiveHint", true),
+    ("tool.annotations.idempotentHint", false),
+    ("tool.annotations.openWorldHint", true),
+];
+
+/// A tool's annotation hints with the MCP defaults filled in (readOnly false, destructive
+/// true, idempotent false, openWorld true); for anything but a tool, all false.
+pub(super) fn hint_values(given: Option<&Json>, is_tool: bool) -> [bool; 4] {
+    HINTS.map(|(name, default)| {
+        given
             .and_then(|a| a.get(short(name)))
             .and_then(Json::as_bool)
-            .unwrap_or(default && is_tool);
-        (name, Value::Bool(value))
-    };
-    [
-        hint("tool.annotations.readOnlyHint", false),
-        hint("tool.annotations.destructiveHint", true),
-        hint("tool.annotations.idempotentHint", false),
-        hint("tool.annotations.openWorldHint", true),
-    ]
+            .unwrap_or(default && is_tool)
+    })
+}
+
+fn annotations(given: Option<&Json>, is_tool: bool) -> [(&'static str, Value); 4] {
+    let values = hint_values(given, is_tool);
+    [0, 1, 2, 3].map(|i| (HINTS[i].0, Value::Bool(values[i])))
 }
 
 /// A qualified name's last segment.
@@ -198,18 +213,43 @@ fn short(name: &'static str) -> &'static str {
 }
 
 impl Input<'_> {
+    /// What a rule that cannot read `arguments` sees of this request besides its
+    /// principal (`memo.rs`); `None` when it is too long to remember.
+    pub(super) fn shape(&self) -> Option<ShapeRef<'_>> {
+        let target = match self.target {
+            Target::Tool { name, annotations } => (0, name, Some(hint_values(annotations, true))),
+            Target::Resource { uri } => (1, uri, None),
+            Target::Prompt { name } => (2, name, None),
+            Target::Nothing => (3, "", None),
+        };
+        ShapeRef::new(
+            self.server,
+            self.endpoint,
+            self.method,
+            target,
+            [&self.client.name, &self.client.version, &self.client.era],
+        )
+    }
+
     /// What a rule sees (`rule::VARIABLES`): the scalars and `arguments` by name, the
     /// fixed fields of the others by their qualified names (`tool.name`,
     /// `tool.annotations.readOnlyHint`, `principal.groups`), which the evaluator resolves
-    /// without opening a map.
-    pub(super) fn variables(&self) -> Result<Vec<(&'static str, Value)>, String> {
+    /// without opening a map. Only the variables `wanted` names are made: a decision's
+    /// scope holds no others.
+    pub(super) fn variables(
+        &self,
+        wanted: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(&'static str, Value)>, String> {
         let (tool, given, uri, prompt) = match self.target {
             Target::Tool { name, annotations } => (name, Some(annotations), "", ""),
             Target::Resource { uri } => ("", None, uri, ""),
             Target::Prompt { name } => ("", None, "", name),
             Target::Nothing => ("", None, "", ""),
         };
-        let arguments = match self.arguments.filter(|a| a.is_object()) {
+        let arguments = match self
+            .arguments
+            .filter(|a| a.is_object() && wanted("arguments"))
+        {
             Some(arguments) => {
                 cel::to_value(arguments).map_err(|e| format!("the arguments: {e}"))?
             }
@@ -217,24 +257,31 @@ impl Input<'_> {
         };
         let hints = annotations(given.flatten(), given.is_some());
         let mut variables = Vec::with_capacity(24);
-        variables.extend(self.principal.fields()?.iter().cloned());
-        variables.extend([
-            ("server", text(self.server)),
-            ("endpoint", text(self.endpoint)),
-            ("method", text(self.method)),
-            ("tool.name", text(tool)),
-            (
-                "tool.annotations",
-                map(hints.iter().map(|(k, v)| (short(k), v.clone())).collect()),
-            ),
-            ("arguments", arguments),
-            ("resource.uri", text(uri)),
-            ("prompt.name", text(prompt)),
-            ("client.name", text(&self.client.name)),
-            ("client.version", text(&self.client.version)),
-            ("client.era", text(&self.client.era)),
-        ]);
-        variables.extend(hints);
+        let principal = self.principal.fields()?;
+        variables.extend(principal.iter().filter(|(name, _)| wanted(name)).cloned());
+        let mut add = |name: &'static str, make: &dyn Fn() -> Value| {
+            if wanted(name) {
+                variables.push((name, make()));
+            }
+        };
+        add("server", &|| text(self.server));
+        add("endpoint", &|| text(self.endpoint));
+        add("method", &|| text(self.method));
+        add("tool.name", &|| text(tool));
+        add("tool.annotations", &|| {
+            map(hints.iter().map(|(k, v)| (short(k), v.clone())).collect())
+        });
+        add("resource.uri", &|| text(uri));
+        add("prompt.name", &|| text(prompt));
+        add("client.name", &|| text(&self.client.name));
+        add("client.version", &|| text(&self.client.version));
+        add("client.era", &|| text(&self.client.era));
+        for (name, value) in &hints {
+            add(name, &|| value.clone());
+        }
+        if wanted("arguments") {
+            variables.push(("arguments", arguments));
+        }
         Ok(variables)
     }
 }

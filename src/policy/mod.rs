@@ -7,6 +7,8 @@
 mod decide;
 mod file;
 mod input;
+mod memo;
+mod names;
 mod rule;
 
 pub use decide::{Decision, Policy, Step};

@@ -81,6 +81,8 @@ pub struct Limits {
     /// `all`, `exists`, `exists_one`, `map` and `filter` in one condition (each may visit
     /// every item of a list, and nested ones multiply).
     pub max_comprehensions: usize,
+    /// Request shapes whose verdicts a principal remembers (`memo.rs`); 0: none.
+    pub memo_entries: usize,
 }
 
 impl Default for Limits {
@@ -90,6 +92,7 @@ impl Default for Limits {
             max_rules: 1000,
             max_nesting: 16,
             max_comprehensions: 4,
+            memo_entries: 64,
         }
     }
 }

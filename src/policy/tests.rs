@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use super::*;
 
+mod memo;
+
 fn spec(name: &str, phase: Phase, effect: Effect, when: &str) -> RuleSpec {
     RuleSpec::new(name, phase, effect, when)
 }
@@ -421,4 +423,53 @@ when = "true"
     .unwrap_err();
     assert!(error.contains("not a policy file"), "{error}");
     assert!(parse("[[rule]]\n").unwrap_err().contains("[[rules]]"));
+}
+
+#[test]
+fn a_decision_adds_only_reachable_variables_and_every_way_of_writing_a_name_still_reaches_it() {
+    // Each rule is a require that holds only if the variable it names was in scope with
+    // its value: spaced selections, has(), comprehensions, a call's target, list and map
+    // literals, a qualified name's prefix (`tool.annotations`).
+    let mut request = Request::call("write");
+    request.annotations = Some(json!({"readOnlyHint": true}));
+    request.arguments = Some(json!({"path": "/tmp/a", "tags": ["x"]}));
+    let holding = [
+        "tool . name == 'write'",
+        "has(principal.claims.department)",
+        "principal.groups.exists(g, g == 'staff')",
+        "client.name.startsWith('claude')",
+        "[method][0] == 'tools/call'",
+        "{'era': client.era}['era'] == 'handshake'",
+        "tool.annotations.readOnlyHint && tool.annotations['readOnlyHint']",
+        "arguments.tags.all(t, t == 'x') && arguments.path == '/tmp/a'",
+        "server == 'files' && endpoint == '/mcp' && client.version == '2.1'",
+        "principal.sub == 'ada' && principal.authenticated && 'mcp:tools' in principal.scopes",
+    ];
+    for (n, when) in holding.iter().enumerate() {
+        let alone = policy(vec![
+            spec(&format!("r{n}"), Phase::Call, Effect::Require, when),
+            spec("rest", Phase::Call, Effect::Allow, "true"),
+        ]);
+        assert_eq!(alone.call(&request.input()), Decision::Allow, "{when}");
+    }
+    // The scope holds only what the rules reach: each written name and its prefixes.
+    let few = policy(vec![spec(
+        "few",
+        Phase::Call,
+        Effect::Allow,
+        "method == 'tools/call' && tool.annotations.readOnlyHint && principal.groups.exists(g, g == 'x')",
+    )]);
+    let mut reached = few.reachable_names();
+    reached.retain(|name| *name != "g" && !name.starts_with('@'));
+    assert_eq!(
+        reached,
+        [
+            "method",
+            "principal",
+            "principal.groups",
+            "tool",
+            "tool.annotations",
+            "tool.annotations.readOnlyHint"
+        ]
+    );
 }

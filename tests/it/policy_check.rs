@@ -186,6 +186,18 @@ fn a_bad_policy_or_flag_is_a_usage_error_that_names_it() {
         err.contains("5 rules, more than --policy-max-rules (4)"),
         "{err}"
     );
+    // The memo's bound: any size from none to 100000 shapes per principal.
+    let (code, _, _) = files.check(&["--call", "x", "--policy-memo", "0"]);
+    assert_ne!(
+        code, 2,
+        "--policy-memo 0 (evaluate every rule every time) is accepted"
+    );
+    let (code, out, err) = files.check(&["--call", "x", "--policy-memo", "100001"]);
+    assert_eq!(code, 2);
+    assert!(
+        out.is_empty() && err.contains("--policy-memo") && err.contains("0..=100000"),
+        "{err}"
+    );
     let (code, _, err) = files.check(&[]);
     assert_eq!(code, 2);
     assert!(err.contains("--call"), "{err}");
