@@ -225,8 +225,7 @@ pub fn digest(arguments: &Value) -> String {
     let mut text = Vec::new();
     canonical(arguments, &mut text);
     let sum = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &text);
-    let hex: String = sum.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", ::hex::encode(sum.as_ref()))
 }
 
 /// `value` as compact JSON with sorted keys.

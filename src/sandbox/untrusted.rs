@@ -64,7 +64,7 @@ impl Fence {
         let mut bytes = [0u8; 12];
         aws_lc_rs::rand::fill(&mut bytes).expect("the system random generator works");
         Fence {
-            nonce: bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            nonce: ::hex::encode(bytes),
         }
     }
 

@@ -24,10 +24,7 @@ impl ServerLock {
         std::fs::create_dir_all(&locks)
             .map_err(|e| format!("cannot create {}: {e}", locks.display()))?;
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
-        let name: String = digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let name = ::hex::encode(&digest.as_ref()[..8]);
         let path = locks.join(format!("{name}.lock"));
         let file =
             open_lock_file(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;

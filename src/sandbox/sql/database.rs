@@ -308,7 +308,7 @@ mod tests {
     fn rand_suffix() -> String {
         let mut bytes = [0u8; 4];
         aws_lc_rs::rand::fill(&mut bytes).unwrap();
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+        ::hex::encode(bytes)
     }
 
     fn rows_in_t(url: &str) -> i64 {

@@ -271,7 +271,7 @@ pub fn sha256(bytes: &[u8]) -> String {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    ::hex::encode(bytes)
 }
 
 /// A string argument.

@@ -28,7 +28,7 @@ impl Sequences {
         let mut raw = [0u8; 8];
         aws_lc_rs::rand::fill(&mut raw).expect("the system random generator works");
         Sequences {
-            sender: raw.iter().map(|b| format!("{b:02x}")).collect(),
+            sender: ::hex::encode(raw),
             next: Mutex::new(HashMap::new()),
         }
     }
