@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::input::Input;
 use super::memo::{Holds, Verdicts};
+use super::names::Reach;
 use super::rule::{self, Effect, Limits, Phase, Rule, RuleSpec};
 
 /// What the policy says about one request.
@@ -38,13 +39,13 @@ pub struct Policy {
     /// The standard library, built once; each decision adds its variables in a scope.
     root: cel::Context<'static, 'static>,
     /// The variables some rule can reach (`names.rs`): the only ones a decision adds.
-    reachable: HashSet<String>,
+    reachable: Reach,
     /// Per rule, whether it can read `arguments` (then it is evaluated on every call; the
     /// others' verdicts are remembered).
     per_call: Vec<bool>,
     /// The variables the rules that cannot read `arguments` reach, and those the others do.
-    fixed_reachable: HashSet<String>,
-    per_call_reachable: HashSet<String>,
+    fixed_reachable: Reach,
+    per_call_reachable: Reach,
     /// Request shapes remembered per principal (`Limits::memo_entries`; 0: none).
     memo_entries: usize,
     /// This policy among those loaded in the process: a principal's memo made under
@@ -124,10 +125,10 @@ impl Policy {
         Ok(Policy {
             rules,
             root: cel::Context::default(),
-            reachable,
+            reachable: Reach::new(reachable),
             per_call,
-            fixed_reachable,
-            per_call_reachable,
+            fixed_reachable: Reach::new(fixed_reachable),
+            per_call_reachable: Reach::new(per_call_reachable),
             memo_entries: limits.memo_entries,
             id: next_id(),
         })
@@ -138,10 +139,10 @@ impl Policy {
         Policy {
             rules: Vec::new(),
             root: cel::Context::default(),
-            reachable: HashSet::new(),
+            reachable: Reach::default(),
             per_call: Vec::new(),
-            fixed_reachable: HashSet::new(),
-            per_call_reachable: HashSet::new(),
+            fixed_reachable: Reach::default(),
+            per_call_reachable: Reach::default(),
             memo_entries: 0,
             id: next_id(),
         }
@@ -179,7 +180,7 @@ impl Policy {
     /// The variables a decision adds, sorted (for tests).
     #[cfg(test)]
     pub(super) fn reachable_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.reachable.iter().map(String::as_str).collect();
+        let mut names: Vec<&str> = self.reachable.names().map(String::as_str).collect();
         names.sort_unstable();
         names
     }
@@ -342,10 +343,9 @@ impl Policy {
     fn scope(
         &self,
         input: &Input<'_>,
-        reachable: &HashSet<String>,
+        reachable: &Reach,
     ) -> Result<cel::Context<'_, 'static>, Refusal> {
-        let reachable = |name: &str| reachable.contains(name);
-        let variables = input.variables(&reachable).map_err(|why| {
+        let variables = input.variables(reachable).map_err(|why| {
             (
                 "default".to_owned(),
                 format!("the request could not be given to the policy: {why}"),

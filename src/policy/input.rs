@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cel::Value;
-use cel::objects::Map;
+use cel::objects::{Key, Map};
 use serde_json::Value as Json;
 
 use super::memo::{Memo, ShapeRef};
+use super::names::Reach;
 
 /// The caller, as the gateway authenticated it (fixed once made: its CEL value is made
 /// from it on first use).
@@ -207,6 +208,24 @@ fn annotations(given: Option<&Json>, is_tool: bool) -> [(&'static str, Value); 4
     [0, 1, 2, 3].map(|i| (HINTS[i].0, Value::Bool(values[i])))
 }
 
+/// `arguments` as the rules see it: all of it when some rule uses the map itself, else only
+/// the fields they name (a large argument no rule reads is never converted).
+fn arguments_value(arguments: &Json, reach: &Reach) -> Result<Value, String> {
+    let convert = |value: &Json| cel::to_value(value).map_err(|e| format!("the arguments: {e}"));
+    if reach.whole_arguments() {
+        return convert(arguments);
+    }
+    let mut fields = HashMap::new();
+    for field in reach.argument_fields() {
+        if let Some(value) = arguments.get(field.as_str()) {
+            fields.insert(Key::from(field.clone()), convert(value)?);
+        }
+    }
+    Ok(Value::Map(Map {
+        map: Arc::new(fields),
+    }))
+}
+
 /// A qualified name's last segment.
 fn short(name: &'static str) -> &'static str {
     name.rsplit('.').next().unwrap_or(name)
@@ -236,10 +255,8 @@ impl Input<'_> {
     /// `tool.annotations.readOnlyHint`, `principal.groups`), which the evaluator resolves
     /// without opening a map. Only the variables `wanted` names are made: a decision's
     /// scope holds no others.
-    pub(super) fn variables(
-        &self,
-        wanted: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<(&'static str, Value)>, String> {
+    pub(super) fn variables(&self, reach: &Reach) -> Result<Vec<(&'static str, Value)>, String> {
+        let wanted = |name: &str| reach.contains(name);
         let (tool, given, uri, prompt) = match self.target {
             Target::Tool { name, annotations } => (name, Some(annotations), "", ""),
             Target::Resource { uri } => ("", None, uri, ""),
@@ -250,9 +267,7 @@ impl Input<'_> {
             .arguments
             .filter(|a| a.is_object() && wanted("arguments"))
         {
-            Some(arguments) => {
-                cel::to_value(arguments).map_err(|e| format!("the arguments: {e}"))?
-            }
+            Some(arguments) => arguments_value(arguments, reach)?,
             None => map(Vec::new()),
         };
         let hints = annotations(given.flatten(), given.is_some());
