@@ -8,7 +8,11 @@
 //! dropped on first use.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+// Seeded per process; a hit still compares the whole shape, so a collision only costs a
+// longer look through at most `memo_entries` shapes.
+use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex};
 
 /// Bytes of text (server, endpoint, method, target, client) above which a request's shape
