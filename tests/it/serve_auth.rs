@@ -141,7 +141,9 @@ async fn the_attack_corpus_is_refused_and_changes_nothing() {
     let key = SigningKey::generate("k1");
     let stranger = SigningKey::generate("k1"); // same kid, another key
     let issuer = Issuer::start(&[&key]).await;
-    let serve = start(&issuer, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let serve = start(&issuer, &["--audit-log", audit.to_str().unwrap()]).await;
     let good = issuer.claims("mallory", AUDIENCE, SCOPE);
     let with = |change: &dyn Fn(&mut Value)| {
         let mut claims = good.clone();
@@ -284,6 +286,24 @@ async fn the_attack_corpus_is_refused_and_changes_nothing() {
         );
     }
     assert!(!log.contains(&good_token));
+    // Nor the audit log: a good request's line first (the channel is alive).
+    assert_eq!(initialize_as(&serve, &good_token).await.status, 200);
+    let lines = crate::common::eventually("the good request's audit line", async || {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        if text.contains("\"principal\":\"mallory\"") {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+    for (what, token, _) in &corpus {
+        assert!(
+            !lines.contains(token.as_str()),
+            "{what}: the token reached the audit log"
+        );
+    }
+    assert!(!lines.contains(&good_token));
 }
 
 #[tokio::test]

@@ -10,18 +10,45 @@ use crate::common::signin::*;
 /// serve as its own authorization server, `alice` signed in, state in `dir`.
 pub async fn start_as(dir: &tempfile::TempDir, extra: &[&str]) -> Serve {
     let store = format!("sqlite:{}", dir.path().join("oauth.db").display());
+    // Every test of the embedded authorization server (its attack corpus among them) runs
+    // with an audit log, which `no_secret_in_the_audit_log` searches.
+    let audit = audit_log(dir).display().to_string();
     let mut flags = vec![
         "--enable-oauth",
         "--oauth-store",
         store.as_str(),
         "--log-level",
         "debug",
+        "--audit-log",
+        audit.as_str(),
     ];
     if !extra.contains(&"--trusted-user-header") {
         flags.extend(["--dev-user", "alice"]);
     }
     flags.extend_from_slice(extra);
     Serve::start(&flags).await
+}
+
+/// Where `start_as` writes the audit log.
+pub fn audit_log(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("audit.log")
+}
+
+/// Waits until the audit log of `start_as` holds at least one line (the channel is alive),
+/// then checks that none of `secrets` is in it.
+pub async fn no_secret_in_the_audit_log(dir: &tempfile::TempDir, secrets: &[&str]) {
+    let path = audit_log(dir);
+    let text = crate::common::eventually("an audit line", async || {
+        std::fs::read_to_string(&path)
+            .ok()
+            .filter(|text| text.lines().any(|l| l.contains("\"method\"")))
+            .ok_or_else(|| "no line yet".to_owned())
+    })
+    .await;
+    for secret in secrets {
+        assert!(!secret.is_empty());
+        assert!(!text.contains(secret), "a secret in the audit log: {text}");
+    }
 }
 
 /// serve behind an authenticating proxy on this machine that names the user in

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::common::serve::*;
 use crate::common::signin::*;
-use crate::serve_oauth::{start_as, start_behind_proxy};
+use crate::serve_oauth::{no_secret_in_the_audit_log, start_as, start_behind_proxy};
 
 fn error_of(answer: &Answer) -> String {
     answer.json()["error"].as_str().unwrap_or("").to_owned()
@@ -79,6 +79,18 @@ async fn a_replayed_code_revokes_the_tokens_it_produced() {
     // Another grant is untouched.
     assert_eq!(initialize_as(&serve, &bystander.access).await.status, 200);
     serve.wait_stderr("whole grant is revoked").await;
+    no_secret_in_the_audit_log(
+        &dir,
+        &[
+            &code,
+            &pkce.verifier,
+            &stolen.access,
+            &stolen.refresh,
+            &bystander.access,
+            &bystander.refresh,
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -117,6 +129,16 @@ async fn a_code_and_a_refresh_token_work_only_for_their_own_client() {
             .status,
         200
     );
+    no_secret_in_the_audit_log(
+        &dir,
+        &[
+            &code,
+            &pkce.verifier,
+            &victim_tokens.access,
+            &victim_tokens.refresh,
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
