@@ -390,6 +390,126 @@ async fn a_2026_client_gets_the_same_decisions_in_its_own_era() {
     assert_eq!(text(&echoed), "hi", "{echoed}");
 }
 
+/// Completions, subscriptions and resource templates are judged like the rest: a contractor
+/// sees no note template, cannot subscribe to a note or complete the hidden prompt (each
+/// answered as if it did not exist), and a completion's argument reaches the call rules.
+#[tokio::test]
+async fn completions_subscriptions_and_templates_are_judged_like_the_rest() {
+    let policy = format!(
+        "{POLICY}\n[[rules]]\nname = \"no-secret-completions\"\nphase = \"call\"\neffect = \"deny\"\nwhen = \"method == 'completion/complete' && has(arguments.value) && arguments.value.startsWith('secret')\"\nmessage = \"no completing secrets\"\n"
+    );
+    let setup = Setup::new(&policy).await;
+    let serve = setup.serve(&[("FIXTURE_CATALOG", "full")]).await;
+    let ada = setup.token("ada", json!({"role": "employee"}));
+    let bob = setup.token("bob", json!({"role": "contractor"}));
+    let (ada_session, bob_session) = (
+        session(&serve, &ada, "t").await,
+        session(&serve, &bob, "t").await,
+    );
+    let templates = |answer: &Value| names(answer, "resourceTemplates", "uriTemplate");
+    let listed = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "resources/templates/list",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        templates(&listed),
+        vec!["fixture://notes/{id}"],
+        "the channel is alive"
+    );
+    let listed = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "resources/templates/list",
+        json!({}),
+    )
+    .await;
+    assert_eq!(templates(&listed), Vec::<String>::new());
+
+    let note = json!({"uri": "fixture://note"});
+    for method in ["resources/subscribe", "resources/unsubscribe"] {
+        let allowed = request(&serve, &ada, &ada_session, method, note.clone()).await;
+        assert_eq!(allowed["result"], json!({}), "{method}: {allowed}");
+        let hidden = request(&serve, &bob, &bob_session, method, note.clone()).await;
+        assert_eq!(hidden["error"]["code"], -32002, "{method}: {hidden}");
+        assert_eq!(hidden["error"]["data"]["uri"], "fixture://note");
+    }
+
+    let complete = |value: &str| {
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+               "argument": {"name": "who", "value": value}})
+    };
+    let completed = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "completion/complete",
+        complete("wor"),
+    )
+    .await;
+    assert!(
+        completed["result"]["completion"]["values"].is_array(),
+        "{completed}"
+    );
+    let hidden = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "completion/complete",
+        complete("wor"),
+    )
+    .await;
+    assert_eq!(
+        hidden["error"]["message"], "Unknown prompt: greet",
+        "{hidden}"
+    );
+    let refused = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "completion/complete",
+        complete("secret-1"),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["refusedBy"],
+        "no-secret-completions"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no completing secrets"),
+        "{refused}"
+    );
+    // A completion for a resource template: the template's URI is what the rules see.
+    let for_template = json!({"ref": {"type": "ref/resource", "uri": "fixture://notes/{id}"},
+                              "argument": {"name": "id", "value": "1"}});
+    let hidden = request(
+        &serve,
+        &bob,
+        &bob_session,
+        "completion/complete",
+        for_template.clone(),
+    )
+    .await;
+    assert_eq!(hidden["error"]["code"], -32002, "{hidden}");
+    let completed = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "completion/complete",
+        for_template,
+    )
+    .await;
+    assert!(completed["result"]["completion"].is_object(), "{completed}");
+}
+
 #[tokio::test]
 async fn a_filtered_list_pages_with_the_servers_cursors() {
     let policy = r#"
