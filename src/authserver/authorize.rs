@@ -136,6 +136,16 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
             Err(nobody) => return no_user(nobody, &request, cx.issuer),
         },
     };
+    // The groups are read when the user approves, from the same proxy that said who they
+    // are (none with --login-oidc or --dev-user); the grant keeps them.
+    let groups = match (
+        &server.login,
+        server.config.users.groups(cx.headers, cx.trusted_peer),
+    ) {
+        (Some(_), _) => Vec::new(),
+        (None, Ok(groups)) => groups,
+        (None, Err(nobody)) => return no_user(nobody, &request, cx.issuer),
+    };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
     if !server
         .csrf
@@ -167,6 +177,7 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
                 redirect_uri: request.redirect_uri.clone(),
                 code_challenge: request.code_challenge.clone(),
                 expires_at: super::store::now() + CODE_LIFETIME_S,
+                groups,
             },
         )
         .await;

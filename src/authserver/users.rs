@@ -2,16 +2,25 @@
 //! authenticating proxy in front says who (`--trusted-user-header`, believed only from a
 //! `--trusted-proxy` address, and only when it says it exactly once), or `--dev-user` names
 //! one for local use (never together with a proxy header: startup refuses the pair).
+//! The same proxy may say the user's groups (`--trusted-groups-header`), which the grant
+//! keeps for the policy (`principal.groups`).
 
 use http::HeaderMap;
 
 /// The longest user name accepted from a header.
 const MAX_USER: usize = 256;
+/// The most groups one user may be given by the proxy's header, and the longest name of
+/// one: past either the sign-in is refused (a grant is stored with them), never cut short.
+pub const MAX_GROUPS: usize = 64;
+const MAX_GROUP: usize = 256;
 
 #[derive(Debug, Clone, Default)]
 pub struct Users {
     /// `--trusted-user-header`, lower-cased.
     pub trusted_header: Option<String>,
+    /// `--trusted-groups-header`, lower-cased: the signed-in user's groups, one header
+    /// holding a comma-separated list (as oauth2-proxy's `X-Forwarded-Groups`).
+    pub groups_header: Option<String>,
     /// `--dev-user`.
     pub dev_user: Option<String>,
 }
@@ -78,6 +87,54 @@ impl Users {
     }
 }
 
+impl Users {
+    /// The signed-in user's groups as the proxy says them (none without
+    /// `--trusted-groups-header`, or from a peer that is not a `--trusted-proxy`). Like the
+    /// user header it must come once: a repeated header is what a proxy that appends
+    /// instead of replacing would let a client add its own groups with.
+    pub fn groups(&self, headers: &HeaderMap, trusted_peer: bool) -> Result<Vec<String>, NoUser> {
+        let Some(name) = &self.groups_header else {
+            return Ok(Vec::new());
+        };
+        let mut values = headers.get_all(name.as_str()).iter();
+        let Some(first) = values.next() else {
+            return Ok(Vec::new());
+        };
+        if !trusted_peer {
+            tracing::warn!(header = %name, "a groups header came from an address that is not a --trusted-proxy; ignored");
+            return Ok(Vec::new());
+        }
+        let count = 1 + values.count();
+        if count > 1 {
+            tracing::warn!(header = %name, count, outcome = "ambiguous_groups", "the trusted groups header came more than once; refused");
+            return Err(NoUser::Ambiguous(format!(
+                "the {name} header came {count} times: the authenticating proxy must set it once (a comma-separated list), replacing any the client sent"
+            )));
+        }
+        let text = first.to_str().map_err(|_| {
+            NoUser::Ambiguous(format!("the {name} header is not text: the authenticating proxy must send the groups as a comma-separated list"))
+        })?;
+        let mut groups: Vec<String> = Vec::new();
+        for group in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+            if group.chars().count() > MAX_GROUP || group.chars().any(char::is_control) {
+                return Err(NoUser::Ambiguous(format!(
+                    "the {name} header holds a group name that is not usable (1 to {MAX_GROUP} characters, no control characters)"
+                )));
+            }
+            if !groups.iter().any(|known| known == group) {
+                groups.push(group.to_owned());
+            }
+        }
+        if groups.len() > MAX_GROUPS {
+            return Err(NoUser::Ambiguous(format!(
+                "the {name} header names {} groups; at most {MAX_GROUPS} are kept with a sign-in: have the authenticating proxy send only the groups this server's policy uses",
+                groups.len()
+            )));
+        }
+        Ok(groups)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,8 +142,71 @@ mod tests {
     fn proxy() -> Users {
         Users {
             trusted_header: Some("x-forwarded-user".into()),
+            groups_header: Some("x-forwarded-groups".into()),
             dev_user: None,
         }
+    }
+
+    fn groups_headers(values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for value in values {
+            map.append("x-forwarded-groups", value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn the_proxy_says_the_groups_as_one_comma_separated_list() {
+        assert_eq!(
+            proxy().groups(&groups_headers(&[" staff, admins ,,staff"]), true),
+            Ok(vec!["staff".to_owned(), "admins".to_owned()])
+        );
+        assert_eq!(proxy().groups(&HeaderMap::new(), true), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn groups_from_an_untrusted_peer_or_without_the_flag_are_none() {
+        let headers = groups_headers(&["admins"]);
+        assert_eq!(proxy().groups(&headers, false), Ok(Vec::new()));
+        let no_flag = Users {
+            groups_header: None,
+            ..proxy()
+        };
+        assert_eq!(no_flag.groups(&headers, true), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn a_repeated_groups_header_too_many_groups_or_a_control_character_is_refused() {
+        let many = (0..=MAX_GROUPS)
+            .map(|i| format!("g{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let long = "g".repeat(MAX_GROUP + 1);
+        for values in [
+            &["staff", "admins"][..],
+            &[many.as_str()],
+            &[long.as_str()],
+            &["staff,ad\tmins"],
+        ] {
+            assert!(
+                matches!(
+                    proxy().groups(&groups_headers(values), true),
+                    Err(NoUser::Ambiguous(_))
+                ),
+                "{values:?}"
+            );
+        }
+        let exactly = (0..MAX_GROUPS)
+            .map(|i| format!("g{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(
+            proxy()
+                .groups(&groups_headers(&[&exactly]), true)
+                .unwrap()
+                .len(),
+            MAX_GROUPS
+        );
     }
 
     fn headers(values: &[&str]) -> HeaderMap {

@@ -50,6 +50,12 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "HEADER")]
     trusted_user_header: Option<String>,
 
+    /// The request header the same proxy sets to the user's groups, one comma-separated
+    /// list (e.g. X-Forwarded-Groups); kept with the grant for the policy's
+    /// principal.groups. Needs --trusted-user-header.
+    #[arg(long, value_name = "HEADER")]
+    trusted_groups_header: Option<String>,
+
     /// Sign everyone in as this user (local testing only: a warning says so).
     #[arg(long, value_name = "NAME")]
     dev_user: Option<String>,
@@ -132,6 +138,10 @@ impl EmbeddedArgs {
                 "--oauth-store-allow-plaintext",
             ),
             (self.trusted_user_header.is_some(), "--trusted-user-header"),
+            (
+                self.trusted_groups_header.is_some(),
+                "--trusted-groups-header",
+            ),
             (self.dev_user.is_some(), "--dev-user"),
             (!self.allow_redirect_uri.is_empty(), "--allow-redirect-uri"),
             (
@@ -246,26 +256,36 @@ fn store_location(args: &EmbeddedArgs, port: u16) -> Result<Location, String> {
 /// How the user is known without `--login-oidc`: `--trusted-user-header` (only from a
 /// `--trusted-proxy`) or `--dev-user`, never both.
 fn users(args: &EmbeddedArgs, trusted_proxies: bool) -> Result<Users, String> {
-    let trusted_user_header = match args.trusted_user_header.as_deref() {
-        None => None,
-        Some(name) => {
-            let valid = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-            if !valid {
-                return Err(format!(
-                    "--trusted-user-header '{name}' is not a header name (letters, digits, - and _), e.g. X-Forwarded-User"
-                ));
-            }
-            if !trusted_proxies {
-                return Err(format!(
-                    "--trusted-user-header {name} is believed only from the authenticating proxy: add --trusted-proxy with its address, e.g. --trusted-proxy 127.0.0.1/32"
-                ));
-            }
-            Some(name.to_ascii_lowercase())
-        }
-    };
+    let trusted_user_header = args
+        .trusted_user_header
+        .as_deref()
+        .map(|name| {
+            proxy_header(
+                "--trusted-user-header",
+                name,
+                "X-Forwarded-User",
+                trusted_proxies,
+            )
+        })
+        .transpose()?;
+    let groups_header = args
+        .trusted_groups_header
+        .as_deref()
+        .map(|name| {
+            proxy_header(
+                "--trusted-groups-header",
+                name,
+                "X-Forwarded-Groups",
+                trusted_proxies,
+            )
+        })
+        .transpose()?;
+    if groups_header.is_some() && trusted_user_header.is_none() {
+        return Err("--trusted-groups-header needs --trusted-user-header: the groups are the signed-in user's, and only the authenticating proxy says who that is".into());
+    }
+    if groups_header.is_some() && groups_header == trusted_user_header {
+        return Err("--trusted-groups-header and --trusted-user-header name the same header: the proxy sends the user and the groups in two, e.g. X-Forwarded-User and X-Forwarded-Groups".into());
+    }
     if trusted_user_header.is_some() && args.dev_user.is_some() {
         return Err(
             "--dev-user and --trusted-user-header cannot be used together: every request without the proxy's header (any client that reaches this port directly) would be signed in as the dev user. Use --trusted-user-header behind the authenticating proxy, or --dev-user alone for local testing"
@@ -285,8 +305,34 @@ fn users(args: &EmbeddedArgs, trusted_proxies: bool) -> Result<Users, String> {
     }
     Ok(Users {
         trusted_header: trusted_user_header,
+        groups_header,
         dev_user: args.dev_user.clone(),
     })
+}
+
+/// A header an authenticating proxy sets (`flag`), lower-cased: a header name, and only
+/// with `--trusted-proxy`.
+fn proxy_header(
+    flag: &str,
+    name: &str,
+    example: &str,
+    trusted_proxies: bool,
+) -> Result<String, String> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    if !valid {
+        return Err(format!(
+            "{flag} '{name}' is not a header name (letters, digits, - and _), e.g. {example}"
+        ));
+    }
+    if !trusted_proxies {
+        return Err(format!(
+            "{flag} {name} is believed only from the authenticating proxy: add --trusted-proxy with its address, e.g. --trusted-proxy 127.0.0.1/32"
+        ));
+    }
+    Ok(name.to_ascii_lowercase())
 }
 
 /// The issuer's URL: `--public-url` off loopback, and https unless it is loopback.

@@ -259,6 +259,34 @@ fn serve_takes_one_way_of_checking_callers() {
     check(
         &[
             "--enable-oauth",
+            "--trusted-groups-header",
+            "X-Forwarded-Groups",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+            "--dev-user",
+            "alice",
+        ],
+        "--trusted-groups-header needs --trusted-user-header",
+    );
+    check(
+        &[
+            "--enable-oauth",
+            "--trusted-user-header",
+            "X-Forwarded-User",
+            "--trusted-groups-header",
+            "x-forwarded-user",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ],
+        "name the same header",
+    );
+    check(
+        &["--trusted-groups-header", "X-Forwarded-Groups"],
+        "--trusted-groups-header",
+    );
+    check(
+        &[
+            "--enable-oauth",
             "--login-oidc",
             "https://login.example.com",
             "--principal-claim",

@@ -40,6 +40,7 @@ mod serve_modern;
 mod serve_oauth;
 mod serve_oauth_attacks;
 mod serve_policy;
+mod serve_policy_identity;
 mod serve_spares;
 mod serve_strict;
 mod telemetry;

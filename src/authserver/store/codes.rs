@@ -2,8 +2,8 @@
 //! the grant; a second redemption revokes it.
 
 use super::{
-    Code, Grant, Issue, Redeemed, SqlError, Store, count, evict_grants, insert_tokens,
-    new_grant_id, now, now_us, revoke_grant, text,
+    Code, Grant, Issue, Redeemed, SqlError, Store, count, evict_grants, groups_from, groups_text,
+    insert_tokens, new_grant_id, now, now_us, revoke_grant, text,
 };
 
 impl Store {
@@ -25,7 +25,7 @@ impl Store {
                 return Ok(false);
             }
             tx.execute(
-                "INSERT INTO codes (code_hash, client_id, principal, scope, resource, redirect_uri, code_challenge, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO codes (code_hash, client_id, principal, scope, resource, redirect_uri, code_challenge, expires_at, groups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &[
                     code_hash.into(),
                     code.client_id.into(),
@@ -35,6 +35,7 @@ impl Store {
                     code.redirect_uri.into(),
                     code.code_challenge.into(),
                     code.expires_at.into(),
+                    groups_text(&code.groups).into(),
                 ],
             )?;
             Ok(true)
@@ -58,7 +59,7 @@ impl Store {
         self.transaction(move |tx| {
             let now = now();
             let taken = tx.query_one(
-                "UPDATE codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL RETURNING client_id, principal, scope, resource, redirect_uri, code_challenge, expires_at",
+                "UPDATE codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL RETURNING client_id, principal, scope, resource, redirect_uri, code_challenge, expires_at, groups",
                 &[now.into(), code_hash.clone().into()],
             )?;
             let Some(row) = taken else {
@@ -82,6 +83,7 @@ impl Store {
                 redirect_uri: text(&row[4]),
                 code_challenge: text(&row[5]),
                 expires_at: row[6].int().unwrap_or(0),
+                groups: groups_from(&row[7]),
             };
             if code.expires_at < now {
                 return Ok(Redeemed::Expired);
@@ -95,9 +97,10 @@ impl Store {
                 principal: code.principal,
                 scope: code.scope,
                 resource: code.resource,
+                groups: code.groups,
             };
             tx.execute(
-                "INSERT INTO grants (grant_id, client_id, principal, scope, resource, created_us, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO grants (grant_id, client_id, principal, scope, resource, created_us, expires_at, groups) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     grant.grant_id.clone().into(),
                     grant.client_id.clone().into(),
@@ -106,6 +109,7 @@ impl Store {
                     grant.resource.clone().into(),
                     now_us().into(),
                     issue.refresh_expires_at.into(),
+                    groups_text(&grant.groups).into(),
                 ],
             )?;
             tx.execute("UPDATE codes SET grant_id = $1 WHERE code_hash = $2", &[grant.grant_id.clone().into(), code_hash.into()])?;

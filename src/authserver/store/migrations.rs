@@ -4,7 +4,10 @@
 use super::sql::{SqlError, Tx, Value};
 
 /// Every migration, oldest first. A released one is never edited: add a new one.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_grants.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_grants.sql")),
+    (2, include_str!("migrations/0002_groups.sql")),
+];
 
 /// The newest schema version this binary knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -99,6 +99,8 @@ pub struct Grant {
     pub principal: String,
     pub scope: String,
     pub resource: String,
+    /// The user's groups at consent (`--trusted-groups-header`).
+    pub groups: Vec<String>,
 }
 
 /// A code as issued at the consent step, bound to everything the token request must match.
@@ -111,6 +113,7 @@ pub struct Code {
     pub redirect_uri: String,
     pub code_challenge: String,
     pub expires_at: i64,
+    pub groups: Vec<String>,
 }
 
 /// The tokens a successful grant or refresh hands out, hashed.
@@ -203,7 +206,7 @@ fn count(tx: &mut dyn Tx, sql: &str, params: &[Value]) -> Result<i64, SqlError> 
 
 fn live_grant(tx: &mut dyn Tx, grant_id: &str) -> Result<Option<Grant>, SqlError> {
     let row = tx.query_one(
-        "SELECT grant_id, client_id, principal, scope, resource FROM grants WHERE grant_id = $1 AND revoked_at IS NULL",
+        "SELECT grant_id, client_id, principal, scope, resource, groups FROM grants WHERE grant_id = $1 AND revoked_at IS NULL",
         &[grant_id.into()],
     )?;
     Ok(row.map(|row| Grant {
@@ -212,7 +215,21 @@ fn live_grant(tx: &mut dyn Tx, grant_id: &str) -> Result<Option<Grant>, SqlError
         principal: text(&row[2]),
         scope: text(&row[3]),
         resource: text(&row[4]),
+        groups: groups_from(&row[5]),
     }))
+}
+
+/// A stored group list (a JSON array of strings); anything else is no groups.
+fn groups_from(value: &Value) -> Vec<String> {
+    value
+        .text()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
+}
+
+/// A group list as stored.
+fn groups_text(groups: &[String]) -> String {
+    serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
 }
 
 /// Ends a grant: every token of it, now.

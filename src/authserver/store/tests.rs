@@ -65,6 +65,7 @@ fn code(client_id: &str) -> Code {
         redirect_uri: "http://127.0.0.1:1/cb".into(),
         code_challenge: "challenge".into(),
         expires_at: now() + 60,
+        groups: vec!["staff".into(), "on call".into()],
     }
 }
 
@@ -97,9 +98,12 @@ async fn a_code_is_redeemed_once_and_a_replay_revokes_its_grant() {
             panic!("{kind}: {first:?}")
         };
         assert_eq!(grant.principal, "alice");
-        assert!(
-            store.access("access-1".into()).await.unwrap().is_some(),
-            "{kind}"
+        assert_eq!(grant.groups, ["staff", "on call"], "{kind}");
+        let (by_token, _) = store.access("access-1".into()).await.unwrap().expect(&kind);
+        assert_eq!(
+            by_token.groups,
+            ["staff", "on call"],
+            "{kind}: kept with the grant"
         );
         let again = store
             .redeem_code("h1".into(), ok, issue("2"))
@@ -167,9 +171,13 @@ async fn refresh_rotates_once_and_reuse_revokes_the_family() {
             .rotate_refresh("refresh-1".into(), grant_ok, issue("2"))
             .await
             .unwrap();
-        assert!(
-            matches!(rotated, Redeemed::Issued(..)),
-            "{kind}: {rotated:?}"
+        let Redeemed::Issued(rotated, _) = rotated else {
+            panic!("{kind}: {rotated:?}")
+        };
+        assert_eq!(
+            rotated.groups,
+            ["staff", "on call"],
+            "{kind}: a refresh keeps the groups"
         );
         assert!(
             store.access("access-1".into()).await.unwrap().is_some(),
@@ -380,6 +388,36 @@ async fn a_reopened_store_keeps_everything_and_migrates_once() {
     drop(store);
     let store = Store::open(&location, LIMITS).await.unwrap();
     assert!(store.access("access-1".into()).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_store_from_before_groups_is_migrated_and_its_grants_have_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch(include_str!("migrations/0001_grants.sql"))
+            .unwrap();
+        db.execute_batch(
+            "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL);
+             INSERT INTO schema_migrations VALUES (1, 0);
+             INSERT INTO grants (grant_id, client_id, principal, scope, resource, created_us, expires_at)
+                 VALUES ('g', 'c', 'alice', 'mcp', '', 0, 99999999999);
+             INSERT INTO tokens (token_hash, grant_id, kind, generation, issued_at, expires_at)
+                 VALUES ('old-access', 'g', 'access', 0, 0, 99999999999);",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&Location::Sqlite(path), LIMITS).await.unwrap();
+    let (grant, _) = store.access("old-access".into()).await.unwrap().unwrap();
+    assert_eq!(grant.principal, "alice", "a grant from before lives on");
+    assert!(grant.groups.is_empty());
+    store.add_code("h".into(), code("c")).await.unwrap();
+    let Redeemed::Issued(grant, _) = store.redeem_code("h".into(), ok, issue("1")).await.unwrap()
+    else {
+        panic!("not issued")
+    };
+    assert_eq!(grant.groups, ["staff", "on call"]);
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! check, and RFC 7009 revocation.
 
 use super::{
-    Grant, Issue, Redeemed, Revoked, SqlError, Store, insert_tokens, live_grant, now, revoke_grant,
-    text,
+    Grant, Issue, Redeemed, Revoked, SqlError, Store, groups_from, insert_tokens, live_grant, now,
+    revoke_grant, text,
 };
 
 impl Store {
@@ -79,7 +79,7 @@ impl Store {
     pub async fn access(&self, access_hash: String) -> Result<Option<(Grant, i64)>, SqlError> {
         self.transaction(move |tx| {
             let row = tx.query_one(
-                "SELECT g.grant_id, g.client_id, g.principal, g.scope, g.resource, t.expires_at FROM tokens t JOIN grants g ON g.grant_id = t.grant_id WHERE t.token_hash = $1 AND t.kind = 'access' AND t.expires_at > $2 AND g.revoked_at IS NULL",
+                "SELECT g.grant_id, g.client_id, g.principal, g.scope, g.resource, t.expires_at, g.groups FROM tokens t JOIN grants g ON g.grant_id = t.grant_id WHERE t.token_hash = $1 AND t.kind = 'access' AND t.expires_at > $2 AND g.revoked_at IS NULL",
                 &[access_hash.into(), now().into()],
             )?;
             Ok(row.map(|row| {
@@ -89,6 +89,7 @@ impl Store {
                     principal: text(&row[2]),
                     scope: text(&row[3]),
                     resource: text(&row[4]),
+                    groups: groups_from(&row[6]),
                 };
                 (grant, row[5].int().unwrap_or(0))
             }))

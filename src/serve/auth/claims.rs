@@ -113,16 +113,22 @@ impl Claims {
 }
 
 /// What a policy rule sees of a caller of the embedded authorization server: the user it
-/// signed in (by the trusted header, `--dev-user` or `--login-oidc`), and the grant's
-/// client and scopes as claims.
-pub fn embedded_identity(user: &str, client_id: &str, scope: &str) -> Principal {
-    let claims = serde_json::json!({"sub": user, "client_id": client_id, "scope": scope});
+/// signed in (by the trusted header, `--dev-user` or `--login-oidc`), the groups the
+/// proxy said at consent (`--trusted-groups-header`), and the grant's client and scopes
+/// as claims.
+pub fn embedded_identity(user: &str, client_id: &str, scope: &str, groups: &[String]) -> Principal {
+    let claims = serde_json::json!({
+        "sub": user,
+        "client_id": client_id,
+        "scope": scope,
+        "groups": groups,
+    });
     Principal::new(
         Some(user.to_owned()),
         claims,
         scope.split_ascii_whitespace().map(str::to_owned).collect(),
         Some(user.to_owned()),
-        Vec::new(),
+        groups.to_vec(),
     )
 }
 

@@ -198,6 +198,7 @@ impl Auth {
                         &grant.principal,
                         &grant.client_id,
                         &grant.scope,
+                        &grant.groups,
                     )),
                 }))
             }
