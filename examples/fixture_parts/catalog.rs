@@ -1,7 +1,8 @@
 //! The fixture's lists beyond its tools, for the aggregate endpoint's tests:
 //! `FIXTURE_CATALOG=full` adds a resource, a resource template, a prompt, completion,
-//! logging and a tool whose result links the resource; `FIXTURE_PAGE_SIZE=N` pages
-//! `tools/list` N tools at a time; `FIXTURE_EXTRA_TOOL=NAME` lists one more tool.
+//! logging and a tool whose result links the resource; `FIXTURE_PAGE_SIZE=N` pages every
+//! list N items at a time; `FIXTURE_EXTRA_TOOL=NAME` lists one more tool, and
+//! `FIXTURE_EXTRA_ITEMS=N` N more prompts and resources.
 
 use serde_json::{Value, json};
 
@@ -36,6 +37,11 @@ pub fn paged(tools: Value, params: &Value) -> Value {
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}),
         );
     }
+    page("tools", tools, params)
+}
+
+/// One page of `items` under `key` at the cursor (`"page:OFFSET"`), `FIXTURE_PAGE_SIZE` long.
+fn page(key: &str, items: Vec<Value>, params: &Value) -> Value {
     let size = std::env::var("FIXTURE_PAGE_SIZE")
         .ok()
         .and_then(|n| n.parse::<usize>().ok())
@@ -45,13 +51,22 @@ pub fn paged(tools: Value, params: &Value) -> Value {
         .and_then(|c| c.strip_prefix("page:"))
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(0)
-        .min(tools.len());
-    let end = start.saturating_add(size).min(tools.len());
-    let mut result = json!({"tools": tools[start..end]});
-    if end < tools.len() {
+        .min(items.len());
+    let end = start.saturating_add(size).min(items.len());
+    let mut result = json!({ key: items[start..end] });
+    if end < items.len() {
         result["nextCursor"] = Value::String(format!("page:{end}"));
     }
     result
+}
+
+/// `FIXTURE_EXTRA_ITEMS` more of a list, made by `make` from 1, 2, …
+fn extra_items(make: impl Fn(usize) -> Value) -> impl Iterator<Item = Value> {
+    let count = std::env::var("FIXTURE_EXTRA_ITEMS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    (1..=count).map(make)
 }
 
 /// The answer to a request of the full catalog, if it is one.
@@ -60,7 +75,14 @@ pub fn answer(method: &str, params: &Value) -> Option<Value> {
         return None;
     }
     Some(match method {
-        "resources/list" => json!({"resources": [{"uri": "fixture://note", "name": "note"}]}),
+        "resources/list" => {
+            let resources = std::iter::once(json!({"uri": "fixture://note", "name": "note"}))
+                .chain(extra_items(
+                    |n| json!({"uri": format!("fixture://doc/{n}"), "name": format!("doc {n}")}),
+                ))
+                .collect();
+            page("resources", resources, params)
+        }
         "resources/templates/list" => {
             json!({"resourceTemplates": [{"uriTemplate": "fixture://notes/{id}", "name": "notes"}]})
         }
@@ -69,7 +91,12 @@ pub fn answer(method: &str, params: &Value) -> Option<Value> {
             json!({"contents": [{"uri": uri, "text": format!("read {uri}")}]})
         }
         "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => json!({}),
-        "prompts/list" => json!({"prompts": [{"name": "greet"}]}),
+        "prompts/list" => {
+            let prompts = std::iter::once(json!({"name": "greet"}))
+                .chain(extra_items(|n| json!({"name": format!("prompt-{n}")})))
+                .collect();
+            page("prompts", prompts, params)
+        }
         "prompts/get" => json!({"messages": [{"role": "user", "content": {"type": "text",
             "text": format!("hello from {}", params["name"].as_str().unwrap_or_default())}}]}),
         "completion/complete" => json!({"completion": {"values": [format!("{}", params["ref"])]}}),

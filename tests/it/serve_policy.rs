@@ -529,24 +529,125 @@ when = "true"
     let serve = setup.serve(&[("FIXTURE_PAGE_SIZE", "3")]).await;
     let ada = setup.token("ada", json!({}));
     let session = session(&serve, &ada, "t").await;
+    let (seen, pages) = every_name(&serve, &ada, &session, "tools/list", "tools", "name").await;
+    // 15 tools in pages of 3; ask, ask-later, announce and announce-burst hidden.
+    assert_eq!(pages, 5);
+    assert_eq!(seen.len(), 11, "{seen:?}");
+    assert!(seen.iter().all(|n| !n.starts_with('a')), "{seen:?}");
+}
+
+/// Every page of a list as `bearer`, following the cursors: the names and the page count.
+async fn every_name(
+    serve: &Serve,
+    bearer: &str,
+    session: &str,
+    method: &str,
+    key: &str,
+    field: &str,
+) -> (Vec<String>, usize) {
     let (mut seen, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
     loop {
         let params = match &cursor {
             Some(c) => json!({"cursor": c}),
             None => json!({}),
         };
-        let page = request(&serve, &ada, &session, "tools/list", params).await;
-        seen.extend(names(&page, "tools", "name"));
+        let page = request(serve, bearer, session, method, params).await;
+        seen.extend(names(&page, key, field));
         pages += 1;
         match page["result"]["nextCursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
-            None => break,
+            None => return (seen, pages),
         }
     }
-    // 15 tools in pages of 3; ask, ask-later, announce and announce-burst hidden.
-    assert_eq!(pages, 5);
-    assert_eq!(seen.len(), 11, "{seen:?}");
-    assert!(seen.iter().all(|n| !n.starts_with('a')), "{seen:?}");
+}
+
+#[tokio::test]
+async fn filtered_prompt_and_resource_lists_page_with_the_servers_cursors() {
+    let policy = r#"
+[[rules]]
+name = "no-odd-prompts"
+phase = "list"
+effect = "deny"
+when = "prompt.name.matches('^prompt-[0-9]*[13579]$')"
+
+[[rules]]
+name = "docs-are-for-staff"
+phase = "list"
+effect = "deny"
+when = "resource.uri.startsWith('fixture://doc/') && !('staff' in principal.groups)"
+
+[[rules]]
+name = "lists"
+phase = "list"
+effect = "allow"
+when = "true"
+"#;
+    let setup = Setup::new(policy).await;
+    let serve = setup
+        .serve(&[
+            ("FIXTURE_CATALOG", "full"),
+            ("FIXTURE_PAGE_SIZE", "2"),
+            ("FIXTURE_EXTRA_ITEMS", "6"),
+        ])
+        .await;
+    let ada = setup.token("ada", json!({"groups": ["staff"]}));
+    let bob = setup.token("bob", json!({}));
+    let ada_session = session(&serve, &ada, "t").await;
+    let bob_session = session(&serve, &bob, "t").await;
+    // greet and prompt-1..6 in pages of 2: four pages, the odd ones hidden (one page empty
+    // but for its cursor).
+    let (prompts, pages) = every_name(
+        &serve,
+        &ada,
+        &ada_session,
+        "prompts/list",
+        "prompts",
+        "name",
+    )
+    .await;
+    assert_eq!(pages, 4);
+    assert_eq!(prompts, ["greet", "prompt-2", "prompt-4", "prompt-6"]);
+    let (uris, pages) = every_name(
+        &serve,
+        &ada,
+        &ada_session,
+        "resources/list",
+        "resources",
+        "uri",
+    )
+    .await;
+    assert_eq!(pages, 4);
+    assert_eq!(uris.len(), 7, "staff sees every resource: {uris:?}");
+    let (uris, pages) = every_name(
+        &serve,
+        &bob,
+        &bob_session,
+        "resources/list",
+        "resources",
+        "uri",
+    )
+    .await;
+    assert_eq!(pages, 4, "the same cursors for everyone");
+    assert_eq!(uris, ["fixture://note"]);
+    // A hidden prompt asked for anyway looks unknown; a visible one answers.
+    let shown = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "prompts/get",
+        json!({"name": "prompt-2"}),
+    )
+    .await;
+    assert!(shown["result"]["messages"].is_array(), "{shown}");
+    let hidden = request(
+        &serve,
+        &ada,
+        &ada_session,
+        "prompts/get",
+        json!({"name": "prompt-3"}),
+    )
+    .await;
+    assert!(hidden["error"].is_object(), "{hidden}");
 }
 
 #[tokio::test]
