@@ -41,6 +41,8 @@ pub struct Record {
     pub client: Option<String>,
     /// The server (a config file's name; at an aggregate endpoint, the endpoint's).
     pub server: Option<String>,
+    /// At an aggregate endpoint, the member server the request went to.
+    pub backend: Option<String>,
     pub method: String,
     /// The tool or prompt name, or the resource URI.
     pub name: Option<String>,
@@ -67,6 +69,8 @@ struct Line<'a> {
     principal: &'a Option<String>,
     client: &'a Option<String>,
     server: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backend: &'a Option<String>,
     method: &'a str,
     name: &'a Option<String>,
     arguments_digest: Option<String>,
@@ -90,6 +94,7 @@ impl Serialize for Record {
             principal: &self.principal,
             client: &self.client,
             server: &self.server,
+            backend: &self.backend,
             method: &self.method,
             name: &self.name,
             arguments_digest: self.arguments.as_ref().map(digest),
@@ -141,6 +146,7 @@ impl Record {
             principal: None,
             client: None,
             server: None,
+            backend: None,
             method: String::new(),
             name: None,
             arguments: None,
@@ -175,6 +181,7 @@ impl Record {
             principal: None,
             client: None,
             server: None,
+            backend: None,
             method: method.to_owned(),
             name: named,
             arguments,

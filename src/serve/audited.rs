@@ -25,6 +25,28 @@ use crate::trace_context::TraceContext;
 #[derive(Debug, Clone)]
 pub struct RefusedBy(pub String);
 
+/// The member server an aggregate endpoint sent a request to (a response extension).
+#[derive(Debug, Clone)]
+pub struct Member(pub String);
+
+/// Marks `response` with the member server `session` sent a request about `item` to,
+/// when an audit line will name it (an aggregate endpoint: a lookup in its catalog, which
+/// the request's routing has read by now).
+pub fn mark_member(
+    gateway: &Gateway,
+    session: &super::session::Session,
+    method: &str,
+    item: Option<&str>,
+    response: &mut Response<Body>,
+) {
+    if gateway.config.auditor.is_none() {
+        return;
+    }
+    if let Some(server) = item.and_then(|item| super::policing::member_of(session, method, item)) {
+        response.extensions_mut().insert(Member(server));
+    }
+}
+
 /// A request being audited or traced (or both): its record, and its span's context.
 pub struct Audited(Pending, Option<opentelemetry::Context>);
 
@@ -121,6 +143,9 @@ impl Audited {
 
     /// The response the client gets, its outcome read as it goes out.
     pub async fn finish(mut self, response: Response<Body>) -> Response<Body> {
+        if let Some(Member(server)) = response.extensions().get::<Member>() {
+            self.record().backend = Some(server.clone());
+        }
         if let Some(RefusedBy(rule)) = response.extensions().get::<RefusedBy>() {
             self.record().outcome = Outcome::Refused;
             self.record().rule = Some(rule.clone());

@@ -987,3 +987,71 @@ async fn a_2026_call_its_client_abandons_frees_its_place_on_the_server() {
     pending(0).await;
     serve.wait_stderr("fixture: cancelled").await;
 }
+
+#[tokio::test]
+async fn the_audit_line_names_the_member_server_each_request_went_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        &format!(
+            "{}{}",
+            full_entry("alpha", 100, ""),
+            full_entry("beta", 100, "")
+        ),
+    );
+    let audit = dir.path().join("audit.log");
+    let serve = start(
+        &file,
+        &["--aggregate", "--audit-log", audit.to_str().unwrap()],
+    )
+    .await;
+    let init = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    let session = init.session();
+    let calls = [
+        (
+            "tools/call",
+            json!({"name": "alpha__echo", "arguments": {"text": "a"}}),
+        ),
+        ("prompts/get", json!({"name": "beta__greet"})),
+        ("resources/read", json!({"uri": "beta+fixture://note"})),
+        ("tools/list", json!({})),
+    ];
+    for (id, (method, params)) in calls.iter().enumerate() {
+        let answer = rpc(&serve, &session, 10 + id as u64, method, params.clone()).await;
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+    let modern = serve
+        .modern(
+            json!(20),
+            "tools/call",
+            json!({"name": "beta__echo", "arguments": {"text": "b"}}),
+            Some("beta__echo"),
+        )
+        .await;
+    assert_eq!(modern.status, 200, "{}", modern.body);
+    let lines = eventually("the audit lines of five requests", async || {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["method"] != "initialize")
+            .collect();
+        (lines.len() >= 5)
+            .then_some(lines.clone())
+            .ok_or(format!("{lines:?}"))
+    })
+    .await;
+    let backend_of = |id: u64| {
+        let line = lines
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("no line for {id}: {lines:?}"));
+        assert_eq!(line["server"], "aggregate/aggregate", "{line}");
+        line.get("backend").cloned()
+    };
+    assert_eq!(backend_of(10), Some(json!("alpha")));
+    assert_eq!(backend_of(11), Some(json!("beta")));
+    assert_eq!(backend_of(12), Some(json!("beta")));
+    assert_eq!(backend_of(13), None, "a list goes to every server");
+    assert_eq!(backend_of(20), Some(json!("beta")), "the 2026 era too");
+}

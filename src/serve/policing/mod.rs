@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::policy::{Limits, Policy, Principal, RuleSpec};
 
+pub use about::{item_of, member_of};
 pub use lists::ListFilter;
 pub use request::{Request, Verdict, check};
 
