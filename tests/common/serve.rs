@@ -28,6 +28,8 @@ pub struct Serve {
     pub url: String,
     pub port: u16,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// What serve wrote to stdout (only an audit log sent there: `--audit-log -`).
+    pub stdout: std::sync::Arc<std::sync::Mutex<String>>,
     pub http: Client<HttpConnector, Full<Bytes>>,
 }
 
@@ -95,10 +97,20 @@ impl Serve {
     /// Starts `cmd` (an `mcp-stdio serve` command line) and waits for the URL it serves.
     pub async fn spawn(mut cmd: tokio::process::Command) -> Self {
         cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd.spawn().unwrap();
+        let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut out_lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let out_sink = stdout.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out_lines.next_line().await {
+                let mut s = out_sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let url = tokio::time::timeout(DEADLINE, async {
@@ -139,6 +151,7 @@ impl Serve {
             url,
             port,
             stderr,
+            stdout,
             http: Client::builder(TokioExecutor::new()).build_http(),
         }
     }

@@ -146,6 +146,69 @@ async fn call(
 }
 
 #[tokio::test]
+async fn the_lines_go_to_stdout_or_stderr_when_told_and_only_there() {
+    let setup = Setup::new().await;
+    let ada = setup.bearer("ada");
+    for sink in ["-", "stderr"] {
+        let serve = setup
+            .serve(&["--audit-log", sink, "--log-level", "debug"])
+            .await;
+        let session = session(&serve, &ada).await;
+        for id in 1..=3 {
+            assert_eq!(echo_x(&serve, &ada, &session, id).await.status, 200);
+        }
+        let (wanted, other) = match sink {
+            "-" => (&serve.stdout, &serve.stderr),
+            _ => (&serve.stderr, &serve.stdout),
+        };
+        let text = eventually(&format!("three calls on {sink}"), async || {
+            let text = wanted.lock().unwrap().clone();
+            (call_lines(&text) >= 3).then_some(text.clone()).ok_or(text)
+        })
+        .await;
+        // Each audit line is whole JSON, whatever else (the log) shares the stream.
+        let audit: Vec<Value> = text
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{sink}: not JSON ({e}): {l}"))
+            })
+            .collect();
+        assert_eq!(
+            audit.iter().filter(|l| l["method"] == "tools/call").count(),
+            3,
+            "{sink}: {text}"
+        );
+        assert!(
+            audit.iter().all(|l| l["principal"] == "ada"),
+            "{sink}: {text}"
+        );
+        // The other stream is alive (serve logged to stderr; stdout got nothing else).
+        let other = other.lock().unwrap().clone();
+        assert_eq!(
+            call_lines(&other),
+            0,
+            "{sink}: lines leaked to the other stream: {other}"
+        );
+        if sink == "-" {
+            assert!(
+                serve.stderr().contains("serving"),
+                "stderr is the log: {other}"
+            );
+            assert!(
+                text.lines().all(|l| l.starts_with('{')),
+                "stdout holds nothing but audit lines: {text}"
+            );
+        }
+        assert!(
+            !Path::new("stderr").exists(),
+            "stderr is a stream, not a file's name"
+        );
+        assert!(!setup.log().exists(), "{sink}: no file was written");
+    }
+}
+
+#[tokio::test]
 async fn every_outcome_is_one_line_with_its_fields() {
     let setup = Setup::new().await;
     let serve = setup.serve(&["--timeout-response", "1"]).await;
