@@ -159,9 +159,14 @@ async fn request(relay: &Arc<Relay>, content: &Bytes, parsed: &Message<'_>, sink
     };
     // Boxed here, once: the future holds the whole HTTP exchange (kilobytes), and
     // spawning it unboxed copies it through every frame of the spawn.
-    // The request's log lines name the trace the host's `_meta` puts it in.
-    let span = match TraceContext::in_message(content) {
-        Some(trace) => tracing::info_span!("request", trace_id = %trace.trace_id()),
+    // The request's log lines name the trace it is in: the relay's span's when it made one
+    // (a new trace when the host sent none), else the one the host's `_meta` names.
+    let trace_id = traced
+        .as_ref()
+        .and_then(crate::telemetry::trace_id_of)
+        .or_else(|| TraceContext::in_message(content).map(|t| t.trace_id().to_owned()));
+    let span = match trace_id {
+        Some(trace_id) => tracing::info_span!("request", trace_id = %trace_id),
         None => tracing::Span::none(),
     };
     let serving =

@@ -121,8 +121,14 @@ async fn begin(
     // The line names the trace this request is in: ours when a span was made.
     record.trace_id = match &operation {
         Some(operation) => operation.trace_id(),
-        None => parent.map(|t| t.trace_id().to_owned()),
+        None => parent.as_ref().map(|t| t.trace_id().to_owned()),
     };
+    // A trace started here: the request's log lines name it from now on.
+    if parent.is_none()
+        && let Some(id) = &record.trace_id
+    {
+        tracing::Span::current().record("trace_id", tracing::field::display(id));
+    }
     let pending = match auditor {
         Some(auditor) => auditor.pending(record),
         None => Pending::unlogged(record),

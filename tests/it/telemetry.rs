@@ -172,6 +172,36 @@ async fn the_relay_exports_a_client_span_and_sends_it_upstream_as_the_parent() {
         .await;
 }
 
+#[tokio::test]
+async fn the_relay_logs_the_trace_its_span_starts_for_a_request_with_none() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(basic).await;
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &[
+            "--protocol-era",
+            "legacy",
+            "--otel-endpoint",
+            &collector.url,
+            "--log-level",
+            "debug",
+        ],
+        &FAST,
+    )
+    .await;
+    // The host sends no traceparent: the relay's span starts a trace, and the request's
+    // log line names it.
+    relay.initialize().await;
+    let span = collector.span(|s| s.name == "initialize").await;
+    assert_eq!(span.parent_span_id, "", "a trace of its own");
+    relay
+        .wait_stderr(&format!(
+            "request{{trace_id={}}}: upstream session established",
+            span.trace_id
+        ))
+        .await;
+}
+
 /// Flags, environment, and what the refusal must say.
 type Refused<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
@@ -286,4 +316,26 @@ async fn a_slow_collector_never_slows_requests_and_spans_past_the_queue_are_drop
         exported <= 4,
         "{exported} of 30 spans exported past a queue of 2"
     );
+}
+
+#[tokio::test]
+async fn a_request_with_no_trace_context_logs_the_trace_its_span_starts() {
+    let collector = Collector::start().await;
+    let serve = Serve::start_with(
+        &["--otel-endpoint", &collector.url, "--log-level", "debug"],
+        &[fixture().as_str()],
+        &FAST,
+    )
+    .await;
+    // No traceparent anywhere: the gateway's span starts a trace, and the request's log
+    // line ("session started") names it.
+    serve.initialize().await;
+    let span = collector.span(|s| s.name == "initialize").await;
+    assert_eq!(span.parent_span_id, "", "a trace of its own");
+    serve
+        .wait_stderr(&format!(
+            "request{{trace_id={}}}: session started",
+            span.trace_id
+        ))
+        .await;
 }

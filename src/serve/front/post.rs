@@ -66,11 +66,15 @@ pub async fn post(
         body: &body,
         parsed: &parsed,
     };
-    // The request's log lines name the trace it belongs to (`_meta` over the header).
+    // The request's log lines name the trace it belongs to (`_meta` over the header); with
+    // OpenTelemetry on and none given, the one its span starts (recorded by `audited.rs`).
     let trace = TraceContext::in_message(&body)
         .or_else(|| TraceContext::from_headers(|name| header(&parts.headers, name)));
     let span = match &trace {
         Some(trace) => tracing::info_span!("request", trace_id = %trace.trace_id()),
+        None if crate::telemetry::installed().is_some() => {
+            tracing::info_span!("request", trace_id = tracing::field::Empty)
+        }
         None => tracing::Span::none(),
     };
     let response = tracing::Instrument::instrument(to.endpoint(introduced.is_some()), span).await;
