@@ -1,7 +1,8 @@
 //! W3C trace context (SEP-414) through both modes: serve writes a request's `traceparent`
 //! header into `params._meta` for its stdio server (which sees no headers), in both eras,
 //! and leaves a `_meta.traceparent` the client sent as it is (it wins); the relay sends the
-//! host's `_meta.traceparent` upstream as headers too.
+//! host's `_meta.traceparent` upstream as headers too, and so a remote server behind
+//! serve gets the client's context both ways.
 
 use serde_json::{Value, json};
 
@@ -134,4 +135,45 @@ async fn serves_log_lines_for_a_request_name_its_trace() {
         line.contains(&format!("trace_id={}", "a".repeat(32))),
         "{line}"
     );
+}
+
+#[tokio::test]
+async fn serve_hands_the_trace_context_to_a_remote_server_in_meta_and_headers() {
+    let upstream = Upstream::start(basic).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    std::fs::write(
+        &file,
+        format!("[servers.far]\ntype = \"http\"\nurl = {:?}\n", upstream.url),
+    )
+    .unwrap();
+    let serve = Serve::start_config(&file, &[], &[]).await;
+    let init = serve
+        .send("POST", "/far/mcp", &[], &initialize_body())
+        .await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init.session();
+    for (id, header) in [(1, Some(HEADER)), (2, None)] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "x", "arguments": {}}});
+        let mut headers = vec![("mcp-session-id", session.as_str())];
+        headers.extend(header.map(|h| ("traceparent", h)));
+        let answer = serve
+            .send("POST", "/far/mcp", &headers, &call.to_string())
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let calls = eventually("two calls upstream", async || {
+        let calls = upstream.posts_of("tools/call");
+        (calls.len() >= 2).then_some(calls).ok_or("not yet".to_owned())
+    })
+    .await;
+    // The relay serve runs for the remote server gets the context in `_meta` and sends it
+    // on in both places.
+    let traced: Vec<_> = calls
+        .iter()
+        .filter(|s| s.header("traceparent").is_some())
+        .collect();
+    assert_eq!(traced.len(), 1, "only the call that had one carries one");
+    assert_eq!(traced[0].header("traceparent").as_deref(), Some(HEADER));
+    assert_eq!(traced[0].json()["params"]["_meta"]["traceparent"], HEADER);
 }
