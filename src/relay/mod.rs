@@ -93,6 +93,7 @@ pub async fn run(config: RelayConfig) -> i32 {
     tracing::info!(upstream = %link.upstream.display_url(), "relaying stdio to Streamable HTTP");
     let relay = Relay::new(Ctx::new(config, link.clone(), gate));
     let (lane, lane_task) = Lane::spawn(link, 256);
+    let started = std::time::Instant::now();
     let mut reader = LineReader::new(stdio.input(), relay.ctx.config.max_message_size);
     let mut signals = std::pin::pin!(crate::shutdown::signal());
 
@@ -114,8 +115,12 @@ pub async fn run(config: RelayConfig) -> i32 {
         Stop::OutputClosed => tracing::info!("stdout closed; shutting down"),
         Stop::InputError(e) => tracing::warn!(error = %e, "cannot read stdin; shutting down"),
     }
+    // The host's session with us is the one with the upstream: from start to exit.
+    let protocol_version = relay.ctx.link.upstream.protocol_version();
     shut_down(&relay, lane, lane_task, &outbox).await;
     relay.ctx.gate.settle_audit().await;
+    let error = matches!(stop, Stop::InputError(_)).then_some("input_error");
+    crate::telemetry::session_ended(started.elapsed(), protocol_version.as_deref(), error);
     crate::telemetry::shutdown().await;
     0
 }

@@ -198,11 +198,13 @@ impl Gateway {
                     supervised.fail_all(&format!("the MCP server process exited ({status}); start a new session"));
                     // Anything it started is ended too.
                     child.terminate(Duration::ZERO).await;
+                    supervised.record_duration(Some("server_exited"));
                 }
                 _ = supervised.end.cancelled() => {
                     supervised.fail_all("the session ended");
                     child.terminate(grace).await;
                     tracing::info!(session = %short(&supervised.id), "session ended");
+                    supervised.record_duration(None);
                 }
             }
             gateway.sessions.remove(&supervised.id);
@@ -251,6 +253,7 @@ impl Gateway {
             supervised.end.cancelled().await;
             supervised.fail_all("the session ended");
             tracing::info!(session = %short(&supervised.id), "aggregate session ended");
+            supervised.record_duration(None);
             gateway.sessions.remove(&supervised.id);
         });
         Ok(session)

@@ -77,6 +77,11 @@ pub async fn post(
         }
     };
     session.touch();
+    if session.protocol_version.get().is_none()
+        && let Some(version) = header(headers, "mcp-protocol-version")
+    {
+        let _ = session.protocol_version.set(version.to_owned());
+    }
     match parsed.kind {
         Kind::Request => {
             let trace = trace_from(headers, parsed);

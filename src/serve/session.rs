@@ -37,6 +37,9 @@ pub struct Session {
     pub tools: Arc<ToolAnnotations>,
     /// The client application, from its `initialize` (handshake-era sessions).
     pub client: OnceLock<policy::Client>,
+    /// The protocol version its client speaks (the `MCP-Protocol-Version` of its first
+    /// request after `initialize`), for the session duration metric.
+    pub protocol_version: OnceLock<String>,
 }
 
 impl Session {
@@ -59,7 +62,20 @@ impl Session {
             pooled,
             tools: Arc::new(ToolAnnotations::new(events.changes.subscribe())),
             client: OnceLock::new(),
+            protocol_version: OnceLock::new(),
             events,
+        }
+    }
+
+    /// The session ended: its duration metric (a handshake-era client's session only;
+    /// `error_type` when its server exited under it).
+    pub fn record_duration(&self, error_type: Option<&str>) {
+        if !self.pooled {
+            crate::telemetry::session_ended(
+                self.created.elapsed(),
+                self.protocol_version.get().map(String::as_str),
+                error_type,
+            );
         }
     }
 

@@ -37,6 +37,8 @@ pub struct Telemetry {
     meter_provider: Option<SdkMeterProvider>,
     /// `mcp.server.operation.duration` (serve) or `mcp.client.operation.duration` (relay).
     duration: Option<Histogram<f64>>,
+    /// `mcp.server.session.duration` (serve) or `mcp.client.session.duration` (relay).
+    session_duration: Option<Histogram<f64>>,
     side: Side,
 }
 
@@ -99,22 +101,33 @@ pub fn start(settings: &Settings, side: Side) -> Result<(), String> {
     }
     let scope = concat!("mcp-stdio/", env!("CARGO_PKG_VERSION"));
     let tracer = tracer_provider.as_ref().map(|p| p.tracer(scope));
-    let duration = meter_provider.as_ref().map(|p| {
-        p.meter(scope)
-            .f64_histogram(side.duration_metric())
-            .with_unit("s")
-            .with_description("MCP request duration as observed by mcp-stdio")
-            // The conventions' advice: fine below a second, coarse up to minutes.
-            .with_boundaries(vec![
-                0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-            ])
-            .build()
-    });
+    // The conventions' advice for both: fine below a second, coarse up to minutes.
+    let histogram = |name: &'static str, description: &'static str| {
+        meter_provider.as_ref().map(|p| {
+            p.meter(scope)
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(vec![
+                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                ])
+                .build()
+        })
+    };
+    let duration = histogram(
+        side.duration_metric(),
+        "MCP request duration as observed by mcp-stdio",
+    );
+    let session_duration = histogram(
+        side.session_metric(),
+        "MCP session duration as observed by mcp-stdio",
+    );
     let telemetry = Telemetry {
         tracer,
         tracer_provider,
         meter_provider,
         duration,
+        session_duration,
         side,
     };
     INSTALLED
@@ -126,6 +139,29 @@ pub fn start(settings: &Settings, side: Side) -> Result<(), String> {
         "exporting OpenTelemetry over OTLP/HTTP"
     );
     Ok(())
+}
+
+/// A session ended after `lasted`: the session duration metric, with the protocol version
+/// it spoke (when known) and `error_type` when it ended by a failure (its server exited).
+pub fn session_ended(lasted: Duration, protocol_version: Option<&str>, error_type: Option<&str>) {
+    let Some(histogram) = installed().and_then(|t| t.session_duration.as_ref()) else {
+        return;
+    };
+    // serve's sessions are its HTTP clients'; the relay's is the one with its upstream.
+    let mut attributes = vec![
+        opentelemetry::KeyValue::new("network.transport", "tcp"),
+        opentelemetry::KeyValue::new("network.protocol.name", "http"),
+    ];
+    if let Some(version) = protocol_version.and_then(operation::known_version) {
+        attributes.push(opentelemetry::KeyValue::new(
+            "mcp.protocol.version",
+            version,
+        ));
+    }
+    if let Some(error) = error_type {
+        attributes.push(opentelemetry::KeyValue::new("error.type", error.to_owned()));
+    }
+    histogram.record(lasted.as_secs_f64(), &attributes);
 }
 
 /// At exit: the spans and metrics not yet sent are exported (at most a few seconds).

@@ -32,6 +32,13 @@ impl Side {
             Side::Client => "mcp.client.operation.duration",
         }
     }
+
+    pub(super) fn session_metric(self) -> &'static str {
+        match self {
+            Side::Server => "mcp.server.session.duration",
+            Side::Client => "mcp.client.session.duration",
+        }
+    }
 }
 
 /// An operation's span in progress and what its metric needs.
@@ -54,8 +61,8 @@ impl Operation {
         let method = record.method.as_str();
         let name = record.name.as_deref();
         let mut metric = vec![KeyValue::new("mcp.method.name", method.to_owned())];
-        if let Some(protocol) = protocol {
-            metric.push(KeyValue::new("mcp.protocol.version", protocol.to_owned()));
+        if let Some(protocol) = protocol.and_then(known_version) {
+            metric.push(KeyValue::new("mcp.protocol.version", protocol));
         }
         let target = match (method, name) {
             ("tools/call", Some(tool)) => {
@@ -127,6 +134,7 @@ impl Observer for Operation {
         if let Some(error) = &error {
             metric.push(KeyValue::new("error.type", error.clone()));
         }
+        bound_cardinality(&mut metric, record);
         record_duration(telemetry, duration, &metric);
         let span = context.span();
         if let Some(error) = error {
@@ -150,6 +158,33 @@ impl Observer for Operation {
             ));
         }
         span.end();
+    }
+}
+
+/// A protocol version this build knows, as the metric names it: any other text a client
+/// sends in its header would be a series of its own.
+pub(super) fn known_version(version: &str) -> Option<&'static str> {
+    crate::era::LEGACY_VERSIONS
+        .iter()
+        .chain(crate::era::MODERN_VERSIONS)
+        .find(|known| **known == version)
+        .copied()
+}
+
+/// A metric's names are the server's, not whatever a client asked for: a method the server
+/// does not know (-32601) is `_OTHER`, and a call refused as a protocol error (an unknown
+/// tool among them) names no tool. So clients cannot grow the metric's series at will.
+fn bound_cardinality(metric: &mut Vec<KeyValue>, record: &Record) {
+    if record.outcome != Outcome::ProtocolError {
+        return;
+    }
+    metric.retain(|kv| kv.key.as_str() != "gen_ai.tool.name");
+    if record.error_code == Some(crate::jsonrpc::error::METHOD_NOT_FOUND) {
+        for kv in metric.iter_mut() {
+            if kv.key.as_str() == "mcp.method.name" {
+                *kv = KeyValue::new("mcp.method.name", "_OTHER");
+            }
+        }
     }
 }
 

@@ -205,6 +205,11 @@ impl Collector {
         self.received.lock().unwrap().spans.clone()
     }
 
+    /// Every metric point received: its name and attributes.
+    pub fn metric_points(&self) -> Vec<(String, HashMap<String, String>)> {
+        self.received.lock().unwrap().metrics.clone()
+    }
+
     /// Every body the collector was sent, as bytes.
     pub fn bodies(&self) -> Vec<Bytes> {
         self.received.lock().unwrap().bodies.clone()

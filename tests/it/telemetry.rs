@@ -202,6 +202,98 @@ async fn the_relay_logs_the_trace_its_span_starts_for_a_request_with_none() {
         .await;
 }
 
+#[tokio::test]
+async fn sessions_are_measured_and_names_no_server_knows_make_no_series_of_their_own() {
+    let collector = Collector::start().await;
+    let serve = Serve::start_with(
+        &["--otel-endpoint", &collector.url],
+        &[fixture().as_str()],
+        &FAST,
+    )
+    .await;
+    let session = serve.initialize().await;
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let bogus = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "no-such-tool-7f3a", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "no-such/method-7f3a", "params": {}}),
+    ];
+    for message in &bogus {
+        serve
+            .send("POST", "/mcp", &headers, &message.to_string())
+            .await;
+    }
+    let deleted = serve.send("DELETE", "/mcp", &headers, "").await;
+    assert!(deleted.status < 300, "{}", deleted.status);
+    collector
+        .metric("mcp.server.session.duration", |a| {
+            a.get("mcp.protocol.version").map(String::as_str) == Some("2025-06-18")
+                && !a.contains_key("error.type")
+        })
+        .await;
+    // Both refusals were measured (the channel is alive), under names the server knows.
+    collector
+        .metric("mcp.server.operation.duration", |a| {
+            a.get("mcp.method.name").map(String::as_str) == Some("_OTHER")
+                && a.get("error.type").map(String::as_str) == Some("-32601")
+        })
+        .await;
+    collector
+        .metric("mcp.server.operation.duration", |a| {
+            a.get("mcp.method.name").map(String::as_str) == Some("tools/call")
+                && a.get("error.type").map(String::as_str) == Some("-32602")
+        })
+        .await;
+    for (name, attributes) in collector.metric_points() {
+        assert!(
+            !attributes.values().any(|v| v.contains("7f3a")),
+            "{name} has a series named by the client: {attributes:?}"
+        );
+    }
+
+    // A session whose server exits under it ends with an error type.
+    let crashed = serve.initialize().await;
+    serve
+        .send(
+            "POST",
+            "/mcp",
+            &[("mcp-session-id", crashed.as_str())],
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "crash", "arguments": {}}}).to_string(),
+        )
+        .await;
+    collector
+        .metric("mcp.server.session.duration", |a| {
+            a.get("error.type").map(String::as_str) == Some("server_exited")
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn the_relays_session_is_measured_when_it_ends() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(basic).await;
+    let mut relay = Relay::start_with_env(
+        &upstream.url,
+        &[
+            "--protocol-era",
+            "legacy",
+            "--otel-endpoint",
+            &collector.url,
+        ],
+        &FAST,
+    )
+    .await;
+    relay.initialize().await;
+    relay.close_stdin();
+    collector
+        .metric("mcp.client.session.duration", |a| {
+            a.contains_key("mcp.protocol.version") && !a.contains_key("error.type")
+        })
+        .await;
+}
+
 /// Flags, environment, and what the refusal must say.
 type Refused<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 

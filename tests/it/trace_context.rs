@@ -164,7 +164,9 @@ async fn serve_hands_the_trace_context_to_a_remote_server_in_meta_and_headers() 
     }
     let calls = eventually("two calls upstream", async || {
         let calls = upstream.posts_of("tools/call");
-        (calls.len() >= 2).then_some(calls).ok_or("not yet".to_owned())
+        (calls.len() >= 2)
+            .then_some(calls)
+            .ok_or("not yet".to_owned())
     })
     .await;
     // The relay serve runs for the remote server gets the context in `_meta` and sends it

@@ -140,6 +140,16 @@ impl Upstream {
         self.session.lock().expect("session lock").generation
     }
 
+    /// The protocol version the upstream's `initialize` answer negotiated, once there was one.
+    pub fn protocol_version(&self) -> Option<String> {
+        let session = self.session.lock().expect("session lock");
+        session
+            .protocol_version
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+
     pub fn has_session(&self) -> bool {
         self.session.lock().expect("session lock").id.is_some()
     }
