@@ -89,6 +89,15 @@ pub struct LimitArgs {
     /// rule on every request.
     #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     policy_memo: u64,
+    /// Values (list items and map entries) a request's arguments or a caller's claims may
+    /// hold for the rules; a request past it is refused. What a rule may cost is reckoned
+    /// with it.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    policy_max_items: u64,
+    /// The most list items one rule's comprehensions may visit on one request in the worst
+    /// case (nested ones multiply); a rule that could take more is refused at load.
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    policy_max_steps: u64,
 }
 
 impl LimitArgs {
@@ -99,6 +108,8 @@ impl LimitArgs {
             max_nesting: self.policy_max_nesting as usize,
             max_comprehensions: self.policy_max_comprehensions as usize,
             memo_entries: self.policy_memo as usize,
+            max_items: self.policy_max_items as usize,
+            max_steps: self.policy_max_steps,
         }
     }
 }

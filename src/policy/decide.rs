@@ -48,6 +48,8 @@ pub struct Policy {
     per_call_reachable: Reach,
     /// Request shapes remembered per principal (`Limits::memo_entries`; 0: none).
     memo_entries: usize,
+    /// `Limits::max_items`: the values a request may bring for the rules.
+    max_items: usize,
     /// This policy among those loaded in the process: a principal's memo made under
     /// another one is dropped.
     id: u64,
@@ -130,6 +132,7 @@ impl Policy {
             fixed_reachable: Reach::new(fixed_reachable),
             per_call_reachable: Reach::new(per_call_reachable),
             memo_entries: limits.memo_entries,
+            max_items: limits.max_items,
             id: next_id(),
         })
     }
@@ -144,6 +147,7 @@ impl Policy {
             fixed_reachable: Reach::default(),
             per_call_reachable: Reach::default(),
             memo_entries: 0,
+            max_items: usize::MAX,
             id: next_id(),
         }
     }
@@ -345,7 +349,7 @@ impl Policy {
         input: &Input<'_>,
         reachable: &Reach,
     ) -> Result<cel::Context<'_, 'static>, Refusal> {
-        let variables = input.variables(reachable).map_err(|why| {
+        let variables = input.variables(reachable, self.max_items).map_err(|why| {
             (
                 "default".to_owned(),
                 format!("the request could not be given to the policy: {why}"),

@@ -106,9 +106,17 @@ impl Principal {
     /// Its fields under their qualified names (`principal.groups`), made once: the
     /// evaluator finds a qualified name as it is, where a map variable would be converted
     /// (copied) on every access.
-    fn fields(&self) -> Result<&[(&'static str, Value)], String> {
+    fn fields(&self, max_items: usize) -> Result<&[(&'static str, Value)], String> {
         if let Some(made) = self.made.get() {
             return Ok(made);
+        }
+        let held = values_in(&self.claims, max_items)
+            .saturating_add(self.scopes.len())
+            .saturating_add(self.groups.len());
+        if held > max_items {
+            return Err(format!(
+                "the caller's claims, scopes and groups hold more than --policy-max-items ({max_items}) values"
+            ));
         }
         let claims = if self.claims.is_object() {
             cel::to_value(&self.claims).map_err(|e| format!("the token's claims: {e}"))?
@@ -210,20 +218,60 @@ fn annotations(given: Option<&Json>, is_tool: bool) -> [(&'static str, Value); 4
 
 /// `arguments` as the rules see it: all of it when some rule uses the map itself, else only
 /// the fields they name (a large argument no rule reads is never converted).
-fn arguments_value(arguments: &Json, reach: &Reach) -> Result<Value, String> {
+fn arguments_value(arguments: &Json, reach: &Reach, max_items: usize) -> Result<Value, String> {
+    let too_many = || {
+        format!(
+            "its arguments hold more than --policy-max-items ({max_items}) values where the rules read them; send fewer, or ask the operator to raise it"
+        )
+    };
     let convert = |value: &Json| cel::to_value(value).map_err(|e| format!("the arguments: {e}"));
     if reach.whole_arguments() {
+        if values_in(arguments, max_items) > max_items {
+            return Err(too_many());
+        }
         return convert(arguments);
     }
     let mut fields = HashMap::new();
+    let mut held = 0usize;
     for field in reach.argument_fields() {
         if let Some(value) = arguments.get(field.as_str()) {
+            held = held.saturating_add(values_in(value, max_items));
+            if held > max_items {
+                return Err(too_many());
+            }
             fields.insert(Key::from(field.clone()), convert(value)?);
         }
     }
     Ok(Value::Map(Map {
         map: Arc::new(fields),
     }))
+}
+
+/// The list items and map entries in `value` at any depth, counted up to just past
+/// `limit` (a huge value is not walked to its end).
+fn values_in(value: &Json, limit: usize) -> usize {
+    let mut count = 0usize;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Json::Array(items) => {
+                count = count.saturating_add(items.len());
+                if count > limit {
+                    return count;
+                }
+                pending.extend(items.iter());
+            }
+            Json::Object(entries) => {
+                count = count.saturating_add(entries.len());
+                if count > limit {
+                    return count;
+                }
+                pending.extend(entries.values());
+            }
+            _ => {}
+        }
+    }
+    count
 }
 
 /// A qualified name's last segment.
@@ -255,7 +303,13 @@ impl Input<'_> {
     /// `tool.annotations.readOnlyHint`, `principal.groups`), which the evaluator resolves
     /// without opening a map. Only the variables `wanted` names are made: a decision's
     /// scope holds no others.
-    pub(super) fn variables(&self, reach: &Reach) -> Result<Vec<(&'static str, Value)>, String> {
+    /// A request whose `arguments` (the parts the rules read) or whose caller holds more
+    /// than `max_items` values is not judged: the rules' cost was reckoned with that bound.
+    pub(super) fn variables(
+        &self,
+        reach: &Reach,
+        max_items: usize,
+    ) -> Result<Vec<(&'static str, Value)>, String> {
         let wanted = |name: &str| reach.contains(name);
         let (tool, given, uri, prompt) = match self.target {
             Target::Tool { name, annotations } => (name, Some(annotations), "", ""),
@@ -267,12 +321,12 @@ impl Input<'_> {
             .arguments
             .filter(|a| a.is_object() && wanted("arguments"))
         {
-            Some(arguments) => arguments_value(arguments, reach)?,
+            Some(arguments) => arguments_value(arguments, reach, max_items)?,
             None => map(Vec::new()),
         };
         let hints = annotations(given.flatten(), given.is_some());
         let mut variables = Vec::with_capacity(24);
-        let principal = self.principal.fields()?;
+        let principal = self.principal.fields(max_items)?;
         variables.extend(principal.iter().filter(|(name, _)| wanted(name)).cloned());
         let mut add = |name: &'static str, make: &dyn Fn() -> Value| {
             if wanted(name) {

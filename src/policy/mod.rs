@@ -4,6 +4,7 @@
 //! (`input.rs`), and decided in one documented order (`decide.rs`). Pure: no I/O, and
 //! nothing here knows JSON-RPC; `file.rs` only parses a policy file's text.
 
+mod cost;
 mod decide;
 mod file;
 mod input;

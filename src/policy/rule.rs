@@ -83,6 +83,13 @@ pub struct Limits {
     pub max_comprehensions: usize,
     /// Request shapes whose verdicts a principal remembers (`memo.rs`); 0: none.
     pub memo_entries: usize,
+    /// Values (list items and map entries, at any depth) a request's `arguments` and a
+    /// principal's claims, scopes and groups may hold for the rules; past it the request is
+    /// refused, since the rules' cost is reckoned with it (`cost.rs`).
+    pub max_items: usize,
+    /// The most list items one condition's comprehensions may visit in the worst case
+    /// (`cost.rs`); a rule that could take more is refused at load.
+    pub max_steps: u64,
 }
 
 impl Default for Limits {
@@ -93,6 +100,8 @@ impl Default for Limits {
             max_nesting: 16,
             max_comprehensions: 4,
             memo_entries: 64,
+            max_items: 1000,
+            max_steps: 100_000,
         }
     }
 }
@@ -130,7 +139,8 @@ const FUNCTIONS: [&str; 16] = [
     "upperAscii",
 ];
 
-const COMPREHENSIONS: [&str; 6] = ["all", "exists", "exists_one", "existsOne", "map", "filter"];
+pub(super) const COMPREHENSIONS: [&str; 6] =
+    ["all", "exists", "exists_one", "existsOne", "map", "filter"];
 
 /// A rule ready to be evaluated.
 #[derive(Debug)]
@@ -183,6 +193,13 @@ pub fn compile(spec: RuleSpec, limits: &Limits) -> Result<Rule, String> {
             "rule {name:?}: {} of all/exists/exists_one/map/filter, more than --policy-max-comprehensions ({})",
             loops.len(),
             limits.max_comprehensions
+        ));
+    }
+    let steps = super::cost::worst_steps(source, limits.max_items as u64);
+    if steps > limits.max_steps {
+        return Err(format!(
+            "rule {name:?}: its comprehensions may visit {steps} list items on one request (a list from the request or the token counts as --policy-max-items, {}, long, and nested comprehensions multiply), more than --policy-max-steps ({}); nest fewer, iterate over a list written in the rule, or lower --policy-max-items",
+            limits.max_items, limits.max_steps
         ));
     }
     let program = compile_on_a_large_stack(source.to_owned())

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
+mod cost;
 mod memo;
 mod names;
 

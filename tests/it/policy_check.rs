@@ -202,3 +202,33 @@ fn a_bad_policy_or_flag_is_a_usage_error_that_names_it() {
     assert_eq!(code, 2);
     assert!(err.contains("--call"), "{err}");
 }
+
+#[test]
+fn a_rule_that_could_cost_too_much_is_refused_and_arguments_past_the_item_bound_are_too() {
+    let files = Files::new();
+    let nested = files.path("nested.toml");
+    std::fs::write(
+        &nested,
+        "[[rules]]\nname = \"pairs\"\nphase = \"call\"\neffect = \"allow\"\nwhen = \"arguments.xs.all(x, arguments.ys.exists(y, y == x))\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = run_to_end(&["policy", "check", &nested, "--call", "x"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        out.is_empty() && err.contains("--policy-max-steps (100000)"),
+        "{err}"
+    );
+    // Within a smaller item bound it loads, and a call within it is judged.
+    let small = ["--policy-max-items", "10"];
+    let mut args = vec!["policy", "check", &nested, "--call", "x"];
+    args.extend(small);
+    args.extend(["--arguments", r#"{"xs": [1, 2], "ys": [2, 1]}"#]);
+    let (code, out, err) = run_to_end(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    // Past it, refused before any rule runs, the flag named.
+    args.pop();
+    args.push(r#"{"xs": [1, 2, 3, 4, 5, 6], "ys": [1, 2, 3, 4, 5, 6]}"#);
+    let (code, out, _) = run_to_end(&args);
+    assert_eq!(code, 1);
+    assert!(out.contains("--policy-max-items (10)"), "{out}");
+}
