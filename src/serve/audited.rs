@@ -29,19 +29,20 @@ pub struct RefusedBy(pub String);
 #[derive(Debug, Clone)]
 pub struct Member(pub String);
 
-/// Marks `response` with the member server `session` sent a request about `item` to,
-/// when an audit line will name it (an aggregate endpoint: a lookup in its catalog, which
-/// the request's routing has read by now).
+/// Whether a request's audit line names the member server it went to: with an audit log,
+/// at an aggregate endpoint (elsewhere its params are not read again for it).
+pub fn names_member(gateway: &Gateway, session: &super::session::Session) -> bool {
+    gateway.config.auditor.is_some() && session.backend.stands_for_several()
+}
+
+/// Marks `response` with the member server `session` sent a request about `item` to (a
+/// lookup in the aggregate's catalog, which the request's routing has read by now).
 pub fn mark_member(
-    gateway: &Gateway,
     session: &super::session::Session,
     method: &str,
     item: Option<&str>,
     response: &mut Response<Body>,
 ) {
-    if gateway.config.auditor.is_none() {
-        return;
-    }
     if let Some(server) = item.and_then(|item| super::policing::member_of(session, method, item)) {
         response.extensions_mut().insert(Member(server));
     }

@@ -104,6 +104,11 @@ pub trait Backend: Send + Sync {
     fn owner_of(&self, _named: Named, _public: &str) -> Owner {
         Owner::Itself
     }
+
+    /// Whether the backend stands for several servers (then `owner_of` tells them apart).
+    fn stands_for_several(&self) -> bool {
+        false
+    }
 }
 
 /// Whose a name or URI is (`Backend::owner_of`).

@@ -462,6 +462,10 @@ impl Backend for AggregateBackend {
         self.end();
     }
 
+    fn stands_for_several(&self) -> bool {
+        true
+    }
+
     fn owner_of(&self, named: Named, public: &str) -> Owner {
         let profile = self.inner.profile.lock().expect("profile lock").clone();
         match profile.owner_of(named, public) {

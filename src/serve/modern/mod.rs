@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
-use super::audited::{RefusedBy, mark_member};
+use super::audited::{RefusedBy, mark_member, names_member};
 use super::gateway::{Asked, Gateway};
 use super::ladder;
 use super::policing::Verdict;
@@ -97,8 +97,10 @@ pub async fn post(
             let line = answer_for_modern(method, &raw_id, &line).unwrap_or(line);
             let mut answer = json(StatusCode::OK, Bytes::from(line));
             answer.extensions_mut().insert(RefusedBy(rule));
-            let item = super::policing::item_of(method, &params);
-            mark_member(gateway, &backend.session, method, item, &mut answer);
+            if names_member(gateway, &backend.session) {
+                let item = super::policing::item_of(method, &params);
+                mark_member(&backend.session, method, item, &mut answer);
+            }
             return answer;
         }
     };
@@ -126,17 +128,18 @@ pub async fn post(
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).
     carry_trace(headers, &mut params);
-    let item = gateway
-        .config
-        .auditor
-        .as_ref()
-        .and_then(|_| super::policing::item_of(method, &params).map(str::to_owned));
-    let session = backend.session.clone();
+    // At an aggregate endpoint the audit line names the member server the call went to.
+    let member = names_member(gateway, &backend.session).then(|| {
+        let item = super::policing::item_of(method, &params).map(str::to_owned);
+        (backend.session.clone(), item)
+    });
     let mut response = match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,
         Err(refusal) => refusal.response(gateway, &request.raw_id),
     };
-    mark_member(gateway, &session, method, item.as_deref(), &mut response);
+    if let Some((session, item)) = member {
+        mark_member(&session, method, item.as_deref(), &mut response);
+    }
     response
 }
 /// The policy's verdict on a request (its params copied only when a policy is in force).
