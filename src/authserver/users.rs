@@ -9,9 +9,10 @@ use http::HeaderMap;
 
 /// The longest user name accepted from a header.
 const MAX_USER: usize = 256;
-/// The most groups one user may be given by the proxy's header, and the longest name of
-/// one: past either the sign-in is refused (a grant is stored with them), never cut short.
-pub const MAX_GROUPS: usize = 64;
+/// The most groups one user may be given by the proxy's header by default
+/// (`--trusted-groups-max`), and the longest name of one: past either the sign-in is
+/// refused (a grant is stored with them), never cut short.
+pub const DEFAULT_MAX_GROUPS: usize = 64;
 const MAX_GROUP: usize = 256;
 
 #[derive(Debug, Clone, Default)]
@@ -21,6 +22,8 @@ pub struct Users {
     /// `--trusted-groups-header`, lower-cased: the signed-in user's groups, one header
     /// holding a comma-separated list (as oauth2-proxy's `X-Forwarded-Groups`).
     pub groups_header: Option<String>,
+    /// `--trusted-groups-max`.
+    pub max_groups: usize,
     /// `--dev-user`.
     pub dev_user: Option<String>,
 }
@@ -125,10 +128,11 @@ impl Users {
                 groups.push(group.to_owned());
             }
         }
-        if groups.len() > MAX_GROUPS {
+        if groups.len() > self.max_groups {
             return Err(NoUser::Ambiguous(format!(
-                "the {name} header names {} groups; at most {MAX_GROUPS} are kept with a sign-in: have the authenticating proxy send only the groups this server's policy uses",
-                groups.len()
+                "the {name} header names {} groups; at most {} (--trusted-groups-max) are kept with a sign-in: have the authenticating proxy send only the groups this server's policy uses",
+                groups.len(),
+                self.max_groups
             )));
         }
         Ok(groups)
@@ -143,6 +147,7 @@ mod tests {
         Users {
             trusted_header: Some("x-forwarded-user".into()),
             groups_header: Some("x-forwarded-groups".into()),
+            max_groups: DEFAULT_MAX_GROUPS,
             dev_user: None,
         }
     }
@@ -177,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_repeated_groups_header_too_many_groups_or_a_control_character_is_refused() {
-        let many = (0..=MAX_GROUPS)
+        let many = (0..=DEFAULT_MAX_GROUPS)
             .map(|i| format!("g{i}"))
             .collect::<Vec<_>>()
             .join(",");
@@ -196,7 +201,7 @@ mod tests {
                 "{values:?}"
             );
         }
-        let exactly = (0..MAX_GROUPS)
+        let exactly = (0..DEFAULT_MAX_GROUPS)
             .map(|i| format!("g{i}"))
             .collect::<Vec<_>>()
             .join(",");
@@ -205,7 +210,17 @@ mod tests {
                 .groups(&groups_headers(&[&exactly]), true)
                 .unwrap()
                 .len(),
-            MAX_GROUPS
+            DEFAULT_MAX_GROUPS
+        );
+        let fewer = Users {
+            max_groups: 2,
+            ..proxy()
+        };
+        assert!(fewer.groups(&groups_headers(&["a,b"]), true).is_ok());
+        let why = fewer.groups(&groups_headers(&["a,b,c"]), true).unwrap_err();
+        assert!(
+            format!("{why:?}").contains("--trusted-groups-max"),
+            "{why:?}"
         );
     }
 

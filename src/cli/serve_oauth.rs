@@ -56,6 +56,11 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "HEADER")]
     trusted_groups_header: Option<String>,
 
+    /// The most groups --trusted-groups-header may name for one user; a sign-in with more
+    /// is refused, never cut short.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    trusted_groups_max: u64,
+
     /// Sign everyone in as this user (local testing only: a warning says so).
     #[arg(long, value_name = "NAME")]
     dev_user: Option<String>,
@@ -306,6 +311,7 @@ fn users(args: &EmbeddedArgs, trusted_proxies: bool) -> Result<Users, String> {
     Ok(Users {
         trusted_header: trusted_user_header,
         groups_header,
+        max_groups: args.trusted_groups_max as usize,
         dev_user: args.dev_user.clone(),
     })
 }
