@@ -115,36 +115,41 @@ fn consent_page(
     super::consent::page(user, request, &csrf, &action, signed_in_here)
 }
 
+/// Who approves the consent form, and their groups. With --login-oidc the user is the one
+/// the consent page was made for (the CSRF tag covers that name, so it cannot be changed),
+/// with no groups; otherwise the proxy says both again as the form is posted (none from
+/// --dev-user), and the grant keeps the groups.
+fn approving(
+    server: &AuthServer,
+    params: &Params,
+    request: &Authorization,
+    cx: &Context<'_>,
+) -> Result<(String, Vec<String>), Box<Reply>> {
+    if server.login.is_some() {
+        return match params.single("login_user") {
+            Ok(Some(user)) => Ok((user.to_owned(), Vec::new())),
+            _ => Err(Box::new(reply::problem_page(
+                StatusCode::BAD_REQUEST,
+                "this consent form is not from a sign-in here; start again from your application",
+            ))),
+        };
+    }
+    let users = &server.config.users;
+    let refused = |nobody| Box::new(no_user(nobody, request, cx.issuer));
+    let user = users.who(cx.headers, cx.trusted_peer).map_err(refused)?;
+    let groups = users.groups(cx.headers, cx.trusted_peer).map_err(refused)?;
+    Ok((user, groups))
+}
+
 pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply {
     let params = Params::parse(body);
     let request = match validate(server, &params, cx.issuer).await {
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
-    // With --login-oidc the user is the one the consent page was made for: the CSRF tag
-    // below covers that name, so it cannot be changed.
-    let user = match (&server.login, params.single("login_user")) {
-        (Some(_), Ok(Some(user))) => user.to_owned(),
-        (Some(_), _) => {
-            return reply::problem_page(
-                StatusCode::BAD_REQUEST,
-                "this consent form is not from a sign-in here; start again from your application",
-            );
-        }
-        (None, _) => match server.config.users.who(cx.headers, cx.trusted_peer) {
-            Ok(user) => user,
-            Err(nobody) => return no_user(nobody, &request, cx.issuer),
-        },
-    };
-    // The groups are read when the user approves, from the same proxy that said who they
-    // are (none with --login-oidc or --dev-user); the grant keeps them.
-    let groups = match (
-        &server.login,
-        server.config.users.groups(cx.headers, cx.trusted_peer),
-    ) {
-        (Some(_), _) => Vec::new(),
-        (None, Ok(groups)) => groups,
-        (None, Err(nobody)) => return no_user(nobody, &request, cx.issuer),
+    let (user, groups) = match approving(server, &params, &request, cx) {
+        Ok(signed_in) => signed_in,
+        Err(reply) => return *reply,
     };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
     if !server

@@ -6,7 +6,9 @@
 //! So a rule's worst case is known before it ever runs, and one past `--policy-max-steps`
 //! is refused at load.
 
-use super::rule::COMPREHENSIONS;
+/// CEL's list macros: each visits its list.
+pub(super) const COMPREHENSIONS: [&str; 6] =
+    ["all", "exists", "exists_one", "existsOne", "map", "filter"];
 
 /// One comprehension in the source: where its parentheses open and close, and how many
 /// items its list can have.

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use super::cost::COMPREHENSIONS;
+
 /// When a rule is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -138,9 +140,6 @@ const FUNCTIONS: [&str; 16] = [
     "lowerAscii",
     "upperAscii",
 ];
-
-pub(super) const COMPREHENSIONS: [&str; 6] =
-    ["all", "exists", "exists_one", "existsOne", "map", "filter"];
 
 /// A rule ready to be evaluated.
 #[derive(Debug)]

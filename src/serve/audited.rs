@@ -29,22 +29,51 @@ pub struct RefusedBy(pub String);
 #[derive(Debug, Clone)]
 pub struct Member(pub String);
 
-/// Whether a request's audit line names the member server it went to: with an audit log,
-/// at an aggregate endpoint (elsewhere its params are not read again for it).
-pub fn names_member(gateway: &Gateway, session: &super::session::Session) -> bool {
-    gateway.config.auditor.is_some() && session.backend.stands_for_several()
+/// What an audit line needs to name the member server a request went to, taken before
+/// the request is sent: only with an audit log, at an aggregate endpoint (elsewhere the
+/// params are not read again for it).
+pub struct MemberLookup {
+    session: Arc<super::session::Session>,
+    item: String,
 }
 
-/// Marks `response` with the member server `session` sent a request about `item` to (a
-/// lookup in the aggregate's catalog, which the request's routing has read by now).
-pub fn mark_member(
-    session: &super::session::Session,
-    method: &str,
-    item: Option<&str>,
-    response: &mut Response<Body>,
-) {
-    if let Some(server) = item.and_then(|item| super::policing::member_of(session, method, item)) {
-        response.extensions_mut().insert(Member(server));
+impl MemberLookup {
+    pub fn new(
+        gateway: &Gateway,
+        session: &Arc<super::session::Session>,
+        method: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Option<MemberLookup> {
+        if gateway.config.auditor.is_none() || !session.backend.stands_for_several() {
+            return None;
+        }
+        let item = super::policing::item_of(method, params)?.to_owned();
+        Some(MemberLookup {
+            session: session.clone(),
+            item,
+        })
+    }
+
+    /// The same from a request's raw params.
+    pub fn from_raw(
+        gateway: &Gateway,
+        session: &Arc<super::session::Session>,
+        method: &str,
+        params: Option<&serde_json::value::RawValue>,
+    ) -> Option<MemberLookup> {
+        if gateway.config.auditor.is_none() || !session.backend.stands_for_several() {
+            return None;
+        }
+        let params: serde_json::Map<String, Value> = serde_json::from_str(params?.get()).ok()?;
+        MemberLookup::new(gateway, session, method, &params)
+    }
+
+    /// Marks `response` with the member server (a lookup in the aggregate's catalog, which
+    /// the request's routing has read by now).
+    pub fn mark(self, method: &str, response: &mut Response<Body>) {
+        if let Some(server) = super::policing::member_of(&self.session, method, &self.item) {
+            response.extensions_mut().insert(Member(server));
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use http::header::ACCEPT;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
-use super::audited::{RefusedBy, mark_member, names_member};
+use super::audited::{MemberLookup, RefusedBy};
 use super::backend::{Conflict, Event, request_progress_token};
 use super::gateway::{Asked, Gateway};
 use super::policing::Verdict;
@@ -87,14 +87,8 @@ pub async fn post(
             let trace = trace_from(headers, parsed);
             let mut response =
                 exchange(gateway, &session, &identity, body, parsed, trace.as_ref()).await;
-            if names_member(gateway, &session) {
-                let params: Option<serde_json::Map<String, serde_json::Value>> = parsed
-                    .params
-                    .and_then(|p| serde_json::from_str(p.get()).ok());
-                let item = params
-                    .as_ref()
-                    .and_then(|p| super::policing::item_of(method, p));
-                mark_member(&session, method, item, &mut response);
+            if let Some(member) = MemberLookup::from_raw(gateway, &session, method, parsed.params) {
+                member.mark(method, &mut response);
             }
             response
         }

@@ -36,6 +36,22 @@ fn call(id: &str, tool: &str, meta: Option<&str>) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
 }
 
+/// A legacy-era relay in front of the basic upstream, exporting to a collector of its own,
+/// with `extra` flags.
+async fn traced_relay(extra: &[&str]) -> (Collector, Upstream, Relay) {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(basic).await;
+    let mut flags = vec![
+        "--protocol-era",
+        "legacy",
+        "--otel-endpoint",
+        &collector.url,
+    ];
+    flags.extend_from_slice(extra);
+    let relay = Relay::start_with_env(&upstream.url, &flags, &FAST).await;
+    (collector, upstream, relay)
+}
+
 #[tokio::test]
 async fn serve_exports_a_span_per_request_and_its_stdio_server_is_the_spans_child() {
     let collector = Collector::start().await;
@@ -126,19 +142,7 @@ async fn serve_exports_a_span_per_request_and_its_stdio_server_is_the_spans_chil
 
 #[tokio::test]
 async fn the_relay_exports_a_client_span_and_sends_it_upstream_as_the_parent() {
-    let collector = Collector::start().await;
-    let upstream = Upstream::start(basic).await;
-    let mut relay = Relay::start_with_env(
-        &upstream.url,
-        &[
-            "--protocol-era",
-            "legacy",
-            "--otel-endpoint",
-            &collector.url,
-        ],
-        &FAST,
-    )
-    .await;
+    let (collector, upstream, mut relay) = traced_relay(&[]).await;
     relay.initialize().await;
     relay
         .send(
@@ -174,21 +178,7 @@ async fn the_relay_exports_a_client_span_and_sends_it_upstream_as_the_parent() {
 
 #[tokio::test]
 async fn the_relay_logs_the_trace_its_span_starts_for_a_request_with_none() {
-    let collector = Collector::start().await;
-    let upstream = Upstream::start(basic).await;
-    let mut relay = Relay::start_with_env(
-        &upstream.url,
-        &[
-            "--protocol-era",
-            "legacy",
-            "--otel-endpoint",
-            &collector.url,
-            "--log-level",
-            "debug",
-        ],
-        &FAST,
-    )
-    .await;
+    let (collector, _upstream, mut relay) = traced_relay(&["--log-level", "debug"]).await;
     // The host sends no traceparent: the relay's span starts a trace, and the request's
     // log line names it.
     relay.initialize().await;
@@ -272,19 +262,7 @@ async fn sessions_are_measured_and_names_no_server_knows_make_no_series_of_their
 
 #[tokio::test]
 async fn the_relays_session_is_measured_when_it_ends() {
-    let collector = Collector::start().await;
-    let upstream = Upstream::start(basic).await;
-    let mut relay = Relay::start_with_env(
-        &upstream.url,
-        &[
-            "--protocol-era",
-            "legacy",
-            "--otel-endpoint",
-            &collector.url,
-        ],
-        &FAST,
-    )
-    .await;
+    let (collector, _upstream, mut relay) = traced_relay(&[]).await;
     relay.initialize().await;
     relay.close_stdin();
     collector

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::{Map, Value};
 
-use super::audited::{RefusedBy, mark_member, names_member};
+use super::audited::{MemberLookup, RefusedBy};
 use super::gateway::{Asked, Gateway};
 use super::ladder;
 use super::policing::Verdict;
@@ -97,9 +97,8 @@ pub async fn post(
             let line = answer_for_modern(method, &raw_id, &line).unwrap_or(line);
             let mut answer = json(StatusCode::OK, Bytes::from(line));
             answer.extensions_mut().insert(RefusedBy(rule));
-            if names_member(gateway, &backend.session) {
-                let item = super::policing::item_of(method, &params);
-                mark_member(&backend.session, method, item, &mut answer);
+            if let Some(member) = MemberLookup::new(gateway, &backend.session, method, &params) {
+                member.mark(method, &mut answer);
             }
             return answer;
         }
@@ -128,20 +127,29 @@ pub async fn post(
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).
     carry_trace(headers, &mut params);
-    // At an aggregate endpoint the audit line names the member server the call went to.
-    let member = names_member(gateway, &backend.session).then(|| {
-        let item = super::policing::item_of(method, &params).map(str::to_owned);
-        (backend.session.clone(), item)
-    });
+    exchange(gateway, backend, request, method, params).await
+}
+
+/// Sends the request to the principal's backend and answers with what comes back; at an
+/// aggregate endpoint the answer names, for the audit line, the member server it went to.
+async fn exchange(
+    gateway: &Arc<Gateway>,
+    backend: Arc<Backend>,
+    request: Request,
+    method: &str,
+    params: Map<String, Value>,
+) -> Response<Body> {
+    let member = MemberLookup::new(gateway, &backend.session, method, &params);
     let mut response = match send(gateway, &backend, method, params).await {
         Ok(flight) => respond(gateway, backend, request, flight).await,
         Err(refusal) => refusal.response(gateway, &request.raw_id),
     };
-    if let Some((session, item)) = member {
-        mark_member(&session, method, item.as_deref(), &mut response);
+    if let Some(member) = member {
+        member.mark(method, &mut response);
     }
     response
 }
+
 /// The policy's verdict on a request (its params copied only when a policy is in force).
 async fn police(
     gateway: &Gateway,
