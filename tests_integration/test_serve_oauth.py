@@ -173,10 +173,11 @@ async def test_grants_outlive_a_restart_on_postgresql(tmp_path):
     assert "postgres://127.0.0.1/" in log and "postgres@" not in log, log[:2000]
 
 
-def sign_in_at_provider(authorize_url: str, callback: str, user: str, meanwhile=None) -> tuple[str | None, str]:
+def sign_in_at_provider(authorize_url: str, callback: str, user: str, meanwhile=None, edit=None) -> tuple[str | None, str]:
     """The browser: the provider's login page (the user name typed in), then serve's consent
     page (Allow); where it ended (the client's callback URL) and the last page's text.
-    `meanwhile()` runs while the login page is open."""
+    `meanwhile()` runs while the login page is open; `edit(fields)` changes the consent
+    form's fields before it is posted (an attacker's browser)."""
     from http.cookiejar import CookieJar
 
     from clients.browser import ConsentForm
@@ -197,11 +198,13 @@ def sign_in_at_provider(authorize_url: str, callback: str, user: str, meanwhile=
     form = ConsentForm()
     form.feed(page)
     assert form.action and form.approve, page
-    request = urllib.request.Request(urllib.parse.urljoin(where, form.action), data=urllib.parse.urlencode(form.fields + [form.approve]).encode())
+    fields = edit(form.fields) if edit else form.fields
+    request = urllib.request.Request(urllib.parse.urljoin(where, form.action), data=urllib.parse.urlencode(fields + [form.approve]).encode())
     try:
         opener.open(request, timeout=30)
-    except urllib.error.HTTPError:
-        pass
+    except urllib.error.HTTPError as refused:
+        if stop.reached is None:
+            return None, refused.read().decode()
     return stop.reached, page
 
 
@@ -274,6 +277,63 @@ def test_users_sign_in_at_an_openid_provider(tmp_path):
         log = world.stop()
     assert "principal=ann@example.com" in log, log[-3000:]
     assert world.secret not in log and access not in log and code not in log
+
+
+def call_as(base: str, access: str, tool: str) -> dict:
+    """A handshake-era session as the bearer of `access`, and one call of `tool`: its result."""
+    def post(message: dict, session: str | None = None) -> tuple[dict | None, str | None]:
+        headers = {"Authorization": f"Bearer {access}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+        if session:
+            headers["Mcp-Session-Id"] = session
+        request = urllib.request.Request(f"{base}/mcp", data=json.dumps(message).encode(), headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read().decode()
+            session_id = response.headers.get("Mcp-Session-Id")
+        if not text.strip():
+            return None, session_id
+        if text.lstrip().startswith("{"):
+            return json.loads(text), session_id
+        events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+        return [e for e in events if "id" in e][-1], session_id
+
+    _, session = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    answer, _ = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {}}}, session)
+    return answer["result"]
+
+
+def test_the_providers_groups_reach_the_policy(tmp_path):
+    """--login-groups-claim: the groups oidc-provider says for the user (from UserInfo) are
+    kept with the grant, and a rule on principal.groups lets the on-call user call and
+    refuses the other (a tool error: no allow rule holds); groups edited in the consent
+    form are refused."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[rules]]\nname = "on-call-only"\nphase = "call"\neffect = "allow"\n'
+        "when = \"method != 'tools/call' || 'on call' in principal.groups\"\n"
+    )
+    world = LoginWorld(tmp_path, "--login-groups-claim", "groups", "--policy", str(policy))
+    results = {}
+    try:
+        for user in ["oncall-ann", "bob"]:
+            reached, page = sign_in_at_provider(world.authorize_url, world.CALLBACK, user)
+            assert reached, page
+            _, access = world.redeem(reached)
+            results[user] = call_as(world.base, access, "whoami")
+        # A consent form whose groups were edited in the browser is refused: the CSRF tag
+        # covers them.
+        promote = lambda fields: [(k, '["staff", "on call"]' if k == "login_groups" else v) for k, v in fields]
+        reached, refusal = sign_in_at_provider(world.authorize_url, world.CALLBACK, "mallory", edit=promote)
+        assert reached is None and "stale or was not shown to you" in refusal, refusal
+    finally:
+        log = world.stop()
+    assert not results["oncall-ann"].get("isError"), results
+    refused = results["bob"]
+    assert refused.get("isError") and "on-call-only" not in json.dumps(refused) and "no allow rule" in json.dumps(refused), refused
+    assert "groups=2" in log and "groups=1" in log, log[-3000:]
+    assert world.secret not in log
 
 
 def test_only_a_verified_email_names_a_user_or_passes_a_domain_rule(tmp_path):

@@ -66,7 +66,7 @@ pub async fn show(server: &AuthServer, query: &[u8], cx: &Context<'_>) -> Reply 
         Ok(user) => user,
         Err(nobody) => return no_user(nobody, &request, cx.issuer),
     };
-    consent_page(server, &user, &request, cx, false)
+    consent_page(server, &user, None, &request, cx)
 }
 
 /// Back from the OpenID provider: the user is who its id_token says; the consent page
@@ -75,7 +75,7 @@ pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) ->
     let Some(login) = &server.login else {
         return reply::problem_page(StatusCode::NOT_FOUND, "no sign-in is configured");
     };
-    let (user, original) = match login
+    let signed_in = match login
         .finish(&Params::parse(query), &cx.issuer.endpoint("login-callback"))
         .await
     {
@@ -85,12 +85,28 @@ pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) ->
             return reply::problem_page(StatusCode::FORBIDDEN, &why);
         }
     };
-    tracing::info!(principal = %user, outcome = "signed_in", "sign-in at the identity provider");
-    let request = match validate(server, &Params::parse(original.as_bytes()), cx.issuer).await {
+    tracing::info!(principal = %signed_in.user, groups = signed_in.groups.len(), outcome = "signed_in", "sign-in at the identity provider");
+    let original = Params::parse(signed_in.query.as_bytes());
+    let request = match validate(server, &original, cx.issuer).await {
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
-    consent_page(server, &user, &request, cx, true)
+    let groups = Some(signed_in.groups.as_slice());
+    consent_page(server, &signed_in.user, groups, &request, cx)
+}
+
+/// What the consent form's CSRF tag binds the approver to: the user, and with --login-oidc
+/// the groups the provider said, which the form carries (so neither can be changed).
+fn csrf_subject(user: &str, carried_groups: Option<&[String]>) -> String {
+    match carried_groups {
+        Some(groups) if !groups.is_empty() => {
+            format!(
+                "{user}\0{}",
+                serde_json::to_string(groups).unwrap_or_default()
+            )
+        }
+        _ => user.to_owned(),
+    }
 }
 
 /// What the browser gets when nobody is signed in: the client is told (`access_denied`),
@@ -103,31 +119,44 @@ fn no_user(nobody: NoUser, request: &Authorization, issuer: &Issuer) -> Reply {
 }
 
 /// The consent page for `user`, with a fresh CSRF token for exactly this request.
+/// `signed_in_here`: the groups of a --login-oidc sign-in (the form carries the user and
+/// them); `None` for a user the proxy (or --dev-user) names again when the form is posted.
 fn consent_page(
     server: &AuthServer,
     user: &str,
+    signed_in_here: Option<&[String]>,
     request: &Authorization,
     cx: &Context<'_>,
-    signed_in_here: bool,
 ) -> Reply {
-    let csrf = server.csrf.token(user, request, super::store::now());
+    let subject = csrf_subject(user, signed_in_here);
+    let csrf = server.csrf.token(&subject, request, super::store::now());
     let action = cx.issuer.endpoint("authorize");
-    super::consent::page(user, request, &csrf, &action, signed_in_here)
+    super::consent::page(user, signed_in_here, request, &csrf, &action)
 }
 
-/// Who approves the consent form, and their groups. With --login-oidc the user is the one
-/// the consent page was made for (the CSRF tag covers that name, so it cannot be changed),
-/// with no groups; otherwise the proxy says both again as the form is posted (none from
-/// --dev-user), and the grant keeps the groups.
+/// Who approves the consent form, their groups, and what its CSRF tag must bind. With
+/// --login-oidc the user and groups are the ones the consent page was made for (the form
+/// carries them and the tag covers them, so neither can be changed); otherwise the proxy
+/// says both again as the form is posted (no groups from --dev-user). The grant keeps the
+/// groups.
 fn approving(
     server: &AuthServer,
     params: &Params,
     request: &Authorization,
     cx: &Context<'_>,
-) -> Result<(String, Vec<String>), Box<Reply>> {
+) -> Result<(String, Vec<String>, String), Box<Reply>> {
     if server.login.is_some() {
-        return match params.single("login_user") {
-            Ok(Some(user)) => Ok((user.to_owned(), Vec::new())),
+        let user = params.single("login_user").ok().flatten();
+        let groups = match params.single("login_groups") {
+            Ok(None) => Some(Vec::new()),
+            Ok(Some(json)) => serde_json::from_str::<Vec<String>>(json).ok(),
+            Err(_) => None,
+        };
+        return match (user, groups) {
+            (Some(user), Some(groups)) => {
+                let subject = csrf_subject(user, Some(&groups));
+                Ok((user.to_owned(), groups, subject))
+            }
             _ => Err(Box::new(reply::problem_page(
                 StatusCode::BAD_REQUEST,
                 "this consent form is not from a sign-in here; start again from your application",
@@ -138,7 +167,7 @@ fn approving(
     let refused = |nobody| Box::new(no_user(nobody, request, cx.issuer));
     let user = users.who(cx.headers, cx.trusted_peer).map_err(refused)?;
     let groups = users.groups(cx.headers, cx.trusted_peer).map_err(refused)?;
-    Ok((user, groups))
+    Ok((user.clone(), groups, user))
 }
 
 pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply {
@@ -147,14 +176,14 @@ pub async fn decide(server: &AuthServer, body: &[u8], cx: &Context<'_>) -> Reply
         Ok(request) => request,
         Err(invalid) => return refuse(invalid, cx.issuer),
     };
-    let (user, groups) = match approving(server, &params, &request, cx) {
+    let (user, groups, subject) = match approving(server, &params, &request, cx) {
         Ok(signed_in) => signed_in,
         Err(reply) => return *reply,
     };
     let csrf = params.single("csrf").ok().flatten().unwrap_or("");
     if !server
         .csrf
-        .verify(csrf, &user, &request, super::store::now())
+        .verify(csrf, &subject, &request, super::store::now())
     {
         tracing::info!(client_id = %request.client_id, principal = %user, outcome = "csrf", "consent refused");
         return reply::problem_page(

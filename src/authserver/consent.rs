@@ -93,14 +93,14 @@ impl Csrf {
 }
 
 /// The page: who asks, for whom, for what, and where the answer goes.
-/// `signed_in_here`: the user came from `--login-oidc`, so the form carries the name (which
-/// the CSRF tag covers).
+/// `signed_in_here`: the user came from `--login-oidc` with these groups, so the form
+/// carries the name and the groups (which the CSRF tag covers).
 pub fn page(
     user: &str,
+    signed_in_here: Option<&[String]>,
     request: &Authorization,
     csrf: &str,
     action: &str,
-    signed_in_here: bool,
 ) -> Reply {
     let client = request
         .client_name
@@ -138,8 +138,14 @@ pub fn page(
         field("state", state);
     }
     field("csrf", csrf);
-    if signed_in_here {
+    if let Some(groups) = signed_in_here {
         field("login_user", user);
+        if !groups.is_empty() {
+            field(
+                "login_groups",
+                &serde_json::to_string(groups).unwrap_or_default(),
+            );
+        }
     }
     let body = format!(
         "<h1>Allow access?</h1>\

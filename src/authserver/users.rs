@@ -10,7 +10,7 @@ use http::HeaderMap;
 /// The longest user name accepted from a header.
 const MAX_USER: usize = 256;
 /// The most groups one user may be given by the proxy's header by default
-/// (`--trusted-groups-max`), and the longest name of one: past either the sign-in is
+/// (`--max-user-groups`), and the longest name of one: past either the sign-in is
 /// refused (a grant is stored with them), never cut short.
 pub const DEFAULT_MAX_GROUPS: usize = 64;
 const MAX_GROUP: usize = 256;
@@ -22,7 +22,7 @@ pub struct Users {
     /// `--trusted-groups-header`, lower-cased: the signed-in user's groups, one header
     /// holding a comma-separated list (as oauth2-proxy's `X-Forwarded-Groups`).
     pub groups_header: Option<String>,
-    /// `--trusted-groups-max`.
+    /// `--max-user-groups`.
     pub max_groups: usize,
     /// `--dev-user`.
     pub dev_user: Option<String>,
@@ -117,26 +117,42 @@ impl Users {
         let text = first.to_str().map_err(|_| {
             NoUser::Ambiguous(format!("the {name} header is not text: the authenticating proxy must send the groups as a comma-separated list"))
         })?;
-        let mut groups: Vec<String> = Vec::new();
-        for group in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-            if group.chars().count() > MAX_GROUP || group.chars().any(char::is_control) {
-                return Err(NoUser::Ambiguous(format!(
-                    "the {name} header holds a group name that is not usable (1 to {MAX_GROUP} characters, no control characters)"
-                )));
-            }
-            if !groups.iter().any(|known| known == group) {
-                groups.push(group.to_owned());
-            }
-        }
-        if groups.len() > self.max_groups {
-            return Err(NoUser::Ambiguous(format!(
-                "the {name} header names {} groups; at most {} (--trusted-groups-max) are kept with a sign-in: have the authenticating proxy send only the groups this server's policy uses",
-                groups.len(),
-                self.max_groups
-            )));
-        }
-        Ok(groups)
+        checked_groups(
+            text.split(','),
+            self.max_groups,
+            &format!("the {name} header"),
+        )
+        .map_err(NoUser::Ambiguous)
     }
+}
+
+/// A signed-in user's groups from `source` (a proxy's header, a provider's claim): trimmed,
+/// empty ones skipped, each once; refused whole, never cut short, when one is not a usable
+/// name (1 to 256 characters, no control characters) or there are more than `max`
+/// (`--max-user-groups`: a grant is stored with them).
+pub fn checked_groups<'a>(
+    items: impl Iterator<Item = &'a str>,
+    max: usize,
+    source: &str,
+) -> Result<Vec<String>, String> {
+    let mut groups: Vec<String> = Vec::new();
+    for group in items.map(str::trim).filter(|g| !g.is_empty()) {
+        if group.chars().count() > MAX_GROUP || group.chars().any(char::is_control) {
+            return Err(format!(
+                "{source} holds a group name that is not usable (1 to {MAX_GROUP} characters, no control characters)"
+            ));
+        }
+        if !groups.iter().any(|known| known == group) {
+            groups.push(group.to_owned());
+        }
+    }
+    if groups.len() > max {
+        return Err(format!(
+            "{source} names {} groups; at most {max} (--max-user-groups) are kept with a sign-in: send only the groups this server's policy uses, or ask its operator to raise the bound",
+            groups.len()
+        ));
+    }
+    Ok(groups)
 }
 
 #[cfg(test)]
@@ -218,10 +234,7 @@ mod tests {
         };
         assert!(fewer.groups(&groups_headers(&["a,b"]), true).is_ok());
         let why = fewer.groups(&groups_headers(&["a,b,c"]), true).unwrap_err();
-        assert!(
-            format!("{why:?}").contains("--trusted-groups-max"),
-            "{why:?}"
-        );
+        assert!(format!("{why:?}").contains("--max-user-groups"), "{why:?}");
     }
 
     fn headers(values: &[&str]) -> HeaderMap {

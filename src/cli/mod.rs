@@ -20,6 +20,7 @@ mod serve_aggregate;
 mod serve_args;
 mod serve_cluster;
 mod serve_oauth;
+mod serve_users;
 mod tokens;
 
 use crate::logging;

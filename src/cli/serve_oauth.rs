@@ -11,7 +11,6 @@ use super::positive_seconds;
 use crate::authserver::AuthServerConfig;
 use crate::authserver::login::LoginConfig;
 use crate::authserver::store::{Limits, Location};
-use crate::authserver::users::Users;
 
 #[derive(Debug, Args)]
 pub struct EmbeddedArgs {
@@ -56,10 +55,10 @@ pub struct EmbeddedArgs {
     #[arg(long, value_name = "HEADER")]
     trusted_groups_header: Option<String>,
 
-    /// The most groups --trusted-groups-header may name for one user; a sign-in with more
-    /// is refused, never cut short.
+    /// The most groups one user may bring (--trusted-groups-header, --login-groups-claim);
+    /// a sign-in with more is refused, never cut short.
     #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    trusted_groups_max: u64,
+    max_user_groups: u64,
 
     /// Sign everyone in as this user (local testing only: a warning says so).
     #[arg(long, value_name = "NAME")]
@@ -96,6 +95,11 @@ pub struct EmbeddedArgs {
     /// Only this user may sign in (--login-oidc; the --principal-claim value). Repeatable.
     #[arg(long, value_name = "NAME")]
     allow_user: Vec<String>,
+
+    /// The id_token claim that lists the user's groups (with --login-oidc), e.g. groups
+    /// or roles: kept with the grant for the policy's principal.groups. Off by default.
+    #[arg(long, value_name = "CLAIM")]
+    login_groups_claim: Option<String>,
 
     /// Only users whose verified email is in this domain may sign in (--login-oidc).
     /// Repeatable.
@@ -148,6 +152,7 @@ impl EmbeddedArgs {
                 "--trusted-groups-header",
             ),
             (self.dev_user.is_some(), "--dev-user"),
+            (self.login_groups_claim.is_some(), "--login-groups-claim"),
             (!self.allow_redirect_uri.is_empty(), "--allow-redirect-uri"),
             (
                 !self.allow_client_id_url.is_empty(),
@@ -178,11 +183,23 @@ pub fn auth_server(
         return Ok(None);
     }
     let store = store_location(args, port)?;
-    let users = users(args, trusted_proxies)?;
+    let flags = super::serve_users::UserFlags {
+        trusted_user_header: args.trusted_user_header.as_deref(),
+        trusted_groups_header: args.trusted_groups_header.as_deref(),
+        dev_user: args.dev_user.as_deref(),
+        max_user_groups: args.max_user_groups as usize,
+    };
+    let users = super::serve_users::users(&flags, trusted_proxies)?;
     let login = login(args)?;
     if login.is_some() && (users.trusted_header.is_some() || users.dev_user.is_some()) {
         return Err(
             "choose one way to know the user: --login-oidc, --trusted-user-header or --dev-user"
+                .into(),
+        );
+    }
+    if login.is_none() && args.login_groups_claim.is_some() {
+        return Err(
+            "--login-groups-claim names a claim of --login-oidc sign-ins: add --login-oidc ISSUER, or use --trusted-groups-header behind an authenticating proxy"
                 .into(),
         );
     }
@@ -258,89 +275,6 @@ fn store_location(args: &EmbeddedArgs, port: u16) -> Result<Location, String> {
     })
 }
 
-/// How the user is known without `--login-oidc`: `--trusted-user-header` (only from a
-/// `--trusted-proxy`) or `--dev-user`, never both.
-fn users(args: &EmbeddedArgs, trusted_proxies: bool) -> Result<Users, String> {
-    let trusted_user_header = args
-        .trusted_user_header
-        .as_deref()
-        .map(|name| {
-            proxy_header(
-                "--trusted-user-header",
-                name,
-                "X-Forwarded-User",
-                trusted_proxies,
-            )
-        })
-        .transpose()?;
-    let groups_header = args
-        .trusted_groups_header
-        .as_deref()
-        .map(|name| {
-            proxy_header(
-                "--trusted-groups-header",
-                name,
-                "X-Forwarded-Groups",
-                trusted_proxies,
-            )
-        })
-        .transpose()?;
-    if groups_header.is_some() && trusted_user_header.is_none() {
-        return Err("--trusted-groups-header needs --trusted-user-header: the groups are the signed-in user's, and only the authenticating proxy says who that is".into());
-    }
-    if groups_header.is_some() && groups_header == trusted_user_header {
-        return Err("--trusted-groups-header and --trusted-user-header name the same header: the proxy sends the user and the groups in two, e.g. X-Forwarded-User and X-Forwarded-Groups".into());
-    }
-    if trusted_user_header.is_some() && args.dev_user.is_some() {
-        return Err(
-            "--dev-user and --trusted-user-header cannot be used together: every request without the proxy's header (any client that reaches this port directly) would be signed in as the dev user. Use --trusted-user-header behind the authenticating proxy, or --dev-user alone for local testing"
-                .into(),
-        );
-    }
-    if let Some(user) = &args.dev_user {
-        if user.trim().is_empty() || user.chars().any(char::is_control) || user.len() > 256 {
-            return Err(
-                "--dev-user needs a user name (1 to 256 characters, no control characters)".into(),
-            );
-        }
-        tracing::warn!(
-            user = %user,
-            "--dev-user signs everyone in as this user: for local testing only, never on a shared host"
-        );
-    }
-    Ok(Users {
-        trusted_header: trusted_user_header,
-        groups_header,
-        max_groups: args.trusted_groups_max as usize,
-        dev_user: args.dev_user.clone(),
-    })
-}
-
-/// A header an authenticating proxy sets (`flag`), lower-cased: a header name, and only
-/// with `--trusted-proxy`.
-fn proxy_header(
-    flag: &str,
-    name: &str,
-    example: &str,
-    trusted_proxies: bool,
-) -> Result<String, String> {
-    let valid = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-    if !valid {
-        return Err(format!(
-            "{flag} '{name}' is not a header name (letters, digits, - and _), e.g. {example}"
-        ));
-    }
-    if !trusted_proxies {
-        return Err(format!(
-            "{flag} {name} is believed only from the authenticating proxy: add --trusted-proxy with its address, e.g. --trusted-proxy 127.0.0.1/32"
-        ));
-    }
-    Ok(name.to_ascii_lowercase())
-}
-
 /// The issuer's URL: `--public-url` off loopback, and https unless it is loopback.
 fn check_issuer_url(public_url: Option<&url::Url>, host: IpAddr) -> Result<(), String> {
     if public_url.is_none() {
@@ -411,8 +345,23 @@ fn login(args: &EmbeddedArgs) -> Result<Option<LoginConfig>, String> {
         principal_claim_verified: args.principal_claim_verified,
         allowed_users: args.allow_user.clone(),
         allowed_domains: args.allow_domain.clone(),
+        groups_claim: login_groups_claim(args)?,
+        max_groups: args.max_user_groups as usize,
         http: authorization_server_http(),
     }))
+}
+
+/// `--login-groups-claim`, checked to be a claim name.
+fn login_groups_claim(args: &EmbeddedArgs) -> Result<Option<String>, String> {
+    match args.login_groups_claim.as_deref().map(str::trim) {
+        None => Ok(None),
+        Some(claim) if !claim.is_empty() && claim.bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok(Some(claim.to_owned()))
+        }
+        Some(claim) => Err(format!(
+            "--login-groups-claim '{claim}' is not a claim name, e.g. groups or roles"
+        )),
+    }
 }
 
 /// A client id and secret from the environment (never flags: `ps` shows those); `needs`

@@ -287,6 +287,17 @@ fn serve_takes_one_way_of_checking_callers() {
     check(
         &[
             "--enable-oauth",
+            "--dev-user",
+            "alice",
+            "--login-groups-claim",
+            "groups",
+        ],
+        "--login-groups-claim names a claim of --login-oidc",
+    );
+    check(&["--login-groups-claim", "groups"], "add --enable-oauth");
+    check(
+        &[
+            "--enable-oauth",
             "--login-oidc",
             "https://login.example.com",
             "--principal-claim",

@@ -5,7 +5,9 @@
 // id_token carries only `sub`: `email` comes from UserInfo. A name's prefix picks how the
 // provider reports the email: `unverified-` email_verified false, `silent-` no
 // email_verified at all (Microsoft Entra), `stringfalse-` / `stringtrue-` the strings
-// "false" / "true" (Amazon Cognito's UserInfo); any other name is verified. Prints its port.
+// "false" / "true" (Amazon Cognito's UserInfo); any other name is verified. Every user is
+// in the group `staff`, and one whose name starts `oncall-` in `on call` too (a `groups`
+// claim released with the openid scope, from UserInfo). Prints its port.
 import http from "node:http";
 import Provider from "oidc-provider";
 
@@ -24,7 +26,7 @@ const provider = new Provider(issuer, {
     token_endpoint_auth_method: "client_secret_basic",
   }],
   features: { devInteractions: { enabled: false } },
-  claims: { openid: ["sub"], email: ["email", "email_verified"] },
+  claims: { openid: ["sub", "groups"], email: ["email", "email_verified"] },
   findAccount: (ctx, id) => ({
     accountId: id,
     claims: () => {
@@ -34,7 +36,8 @@ const provider = new Provider(issuer, {
         : id.startsWith("stringfalse-") ? { email_verified: "false" }
         : id.startsWith("stringtrue-") ? { email_verified: "true" }
         : { email_verified: true };
-      return { sub: id, email, ...verified };
+      const groups = id.startsWith("oncall-") ? ["staff", "on call"] : ["staff"];
+      return { sub: id, email, groups, ...verified };
     },
   }),
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },

@@ -41,7 +41,20 @@ pub struct LoginConfig {
     pub allowed_users: Vec<String>,
     /// `--allow-domain`: only users whose verified `email` is in one of these domains.
     pub allowed_domains: Vec<String>,
+    /// `--login-groups-claim`: the claim that lists the user's groups, if any.
+    pub groups_claim: Option<String>,
+    /// `--max-user-groups`.
+    pub max_groups: usize,
     pub http: crate::http::client::ClientOptions,
+}
+
+/// A user the provider signed in: who, their groups (`--login-groups-claim`), and the
+/// `/authorize` query the sign-in started from.
+#[derive(Debug)]
+pub struct SignedIn {
+    pub user: String,
+    pub groups: Vec<String>,
+    pub query: String,
 }
 
 /// A sign-in sent to the provider and not back yet.
@@ -140,13 +153,9 @@ impl OidcLogin {
         Ok(url.into())
     }
 
-    /// The provider sent the browser back: the signed-in principal and the original
-    /// `/authorize` query, or what went wrong (for the page).
-    pub async fn finish(
-        &self,
-        params: &Params,
-        callback: &str,
-    ) -> Result<(String, String), String> {
+    /// The provider sent the browser back: the signed-in principal, its groups and the
+    /// original `/authorize` query, or what went wrong (for the page).
+    pub async fn finish(&self, params: &Params, callback: &str) -> Result<SignedIn, String> {
         let state = params
             .single("state")?
             .ok_or("the provider sent no state back")?;
@@ -188,7 +197,10 @@ impl OidcLogin {
             || claims::principal_kind(&self.config.principal_claim) == claims::PrincipalKind::Email;
         let needs_email =
             by_email && !(claims.contains_key("email") && claims.contains_key("email_verified"));
-        if (needs_email || !claims.contains_key(&self.config.principal_claim))
+        // A provider may keep groups for UserInfo too (oidc-provider does by default).
+        let needs_groups =
+            (self.config.groups_claim.as_ref()).is_some_and(|c| !claims.contains_key(c));
+        if (needs_email || needs_groups || !claims.contains_key(&self.config.principal_claim))
             && let Some(access) = &exchanged.access_token
         {
             // Claims a provider keeps for UserInfo; its `sub` must be the id_token's
@@ -233,7 +245,46 @@ impl OidcLogin {
             ));
         }
         self.allowed(&principal, &claims)?;
-        Ok((principal, pending.query))
+        let groups = self.groups(&claims)?;
+        Ok(SignedIn {
+            user: principal,
+            groups,
+            query: pending.query,
+        })
+    }
+
+    /// The user's groups from `--login-groups-claim` (a list of strings, or one
+    /// space-separated string; absent: none). A claim of another shape, or too many groups,
+    /// refuses the sign-in rather than keep some of them.
+    fn groups(
+        &self,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<String>, String> {
+        let Some(name) = &self.config.groups_claim else {
+            return Ok(Vec::new());
+        };
+        let source = format!("the identity provider's '{name}' claim (--login-groups-claim)");
+        let max = self.config.max_groups;
+        match claims.get(name) {
+            None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+            Some(serde_json::Value::String(text)) => crate::authserver::users::checked_groups(
+                text.split_ascii_whitespace(),
+                max,
+                &source,
+            ),
+            Some(serde_json::Value::Array(items))
+                if items.iter().all(serde_json::Value::is_string) =>
+            {
+                crate::authserver::users::checked_groups(
+                    items.iter().filter_map(serde_json::Value::as_str),
+                    max,
+                    &source,
+                )
+            }
+            Some(_) => Err(format!(
+                "{source} is neither a list of names nor a string; name a claim that lists the groups"
+            )),
+        }
     }
 
     fn allowed(
@@ -292,6 +343,8 @@ mod tests {
             principal_claim_verified: false,
             allowed_users: Vec::new(),
             allowed_domains: Vec::new(),
+            groups_claim: None,
+            max_groups: 64,
             http: crate::http::client::ClientOptions {
                 connect_timeout: Duration::from_secs(1),
                 read_timeout: None,
