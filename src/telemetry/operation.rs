@@ -171,19 +171,51 @@ pub(super) fn known_version(version: &str) -> Option<&'static str> {
         .copied()
 }
 
-/// A metric's names are the server's, not whatever a client asked for: a method the server
-/// does not know (-32601) is `_OTHER`, and a call refused as a protocol error (an unknown
-/// tool among them) names no tool. So clients cannot grow the metric's series at will.
+/// The MCP methods a metric names as they are; any other is `_OTHER` (a client may send
+/// any name it likes, and each would be a series of its own).
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+];
+
+/// A metric's names are the server's, not whatever a client asked for: a method outside
+/// MCP's is `_OTHER`, and a tool or prompt is named only when the server answered the
+/// call (a result, a tool's error, an input round): a refusal, a protocol error, a
+/// timeout or a cancellation names none, since its name may be anything the client sent.
 fn bound_cardinality(metric: &mut Vec<KeyValue>, record: &Record) {
-    if record.outcome != Outcome::ProtocolError {
-        return;
+    let answered = matches!(
+        record.outcome,
+        Outcome::Ok | Outcome::ToolError | Outcome::InputRequired
+    );
+    if !answered {
+        metric.retain(|kv| !matches!(kv.key.as_str(), "gen_ai.tool.name" | "gen_ai.prompt.name"));
     }
-    metric.retain(|kv| kv.key.as_str() != "gen_ai.tool.name");
-    if record.error_code == Some(crate::jsonrpc::error::METHOD_NOT_FOUND) {
-        for kv in metric.iter_mut() {
-            if kv.key.as_str() == "mcp.method.name" {
-                *kv = KeyValue::new("mcp.method.name", "_OTHER");
-            }
+    for kv in metric.iter_mut() {
+        if kv.key.as_str() == "mcp.method.name"
+            && !KNOWN_METHODS.contains(&kv.value.as_str().as_ref())
+        {
+            *kv = KeyValue::new("mcp.method.name", "_OTHER");
         }
     }
 }
