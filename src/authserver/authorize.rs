@@ -95,17 +95,13 @@ pub async fn after_login(server: &AuthServer, query: &[u8], cx: &Context<'_>) ->
     consent_page(server, &signed_in.user, groups, &request, cx)
 }
 
-/// What the consent form's CSRF tag binds the approver to: the user, and with --login-oidc
-/// the groups the provider said, which the form carries (so neither can be changed).
+/// What the consent form's CSRF tag binds the approver to: the user; with --login-oidc
+/// the user and the groups the provider said, which the form carries, as one JSON array
+/// (so no other name and list read as the same, and neither can be changed).
 fn csrf_subject(user: &str, carried_groups: Option<&[String]>) -> String {
     match carried_groups {
-        Some(groups) if !groups.is_empty() => {
-            format!(
-                "{user}\0{}",
-                serde_json::to_string(groups).unwrap_or_default()
-            )
-        }
-        _ => user.to_owned(),
+        Some(groups) => serde_json::to_string(&(user, groups)).unwrap_or_default(),
+        None => user.to_owned(),
     }
 }
 
@@ -146,7 +142,11 @@ fn approving(
     cx: &Context<'_>,
 ) -> Result<(String, Vec<String>, String), Box<Reply>> {
     if server.login.is_some() {
-        let user = params.single("login_user").ok().flatten();
+        let user = params
+            .single("login_user")
+            .ok()
+            .flatten()
+            .filter(|user| !user.chars().any(char::is_control));
         let groups = match params.single("login_groups") {
             Ok(None) => Some(Vec::new()),
             Ok(Some(json)) => serde_json::from_str::<Vec<String>>(json).ok(),

@@ -114,7 +114,8 @@ impl Users {
                 "the {name} header came {count} times: the authenticating proxy must set it once (a comma-separated list), replacing any the client sent"
             )));
         }
-        let text = first.to_str().map_err(|_| {
+        // UTF-8, not only ASCII: group names such as "Équipe" are common.
+        let text = std::str::from_utf8(first.as_bytes()).map_err(|_| {
             NoUser::Ambiguous(format!("the {name} header is not text: the authenticating proxy must send the groups as a comma-separated list"))
         })?;
         checked_groups(
@@ -183,6 +184,15 @@ mod tests {
             Ok(vec!["staff".to_owned(), "admins".to_owned()])
         );
         assert_eq!(proxy().groups(&HeaderMap::new(), true), Ok(Vec::new()));
+        let mut utf8 = HeaderMap::new();
+        utf8.append(
+            "x-forwarded-groups",
+            http::HeaderValue::from_bytes("Équipe, staff".as_bytes()).unwrap(),
+        );
+        assert_eq!(
+            proxy().groups(&utf8, true),
+            Ok(vec!["Équipe".to_owned(), "staff".to_owned()])
+        );
     }
 
     #[test]
