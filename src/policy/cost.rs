@@ -1,179 +1,165 @@
-//! What a condition may cost, found at load: the most items its comprehensions can visit.
-//! CEL has no loops but `all`, `exists`, `exists_one`, `map` and `filter`, and each
-//! visits its list once per visit of the comprehensions it sits in. A list written in the
-//! condition (`['a', 'b'].exists(…)`) has its own length; any other list (the arguments,
-//! a claim) is at most `--policy-max-items` long, which `input.rs` holds every request to.
-//! So a rule's worst case is known before it ever runs, and one past `--policy-max-steps`
-//! is refused at load.
+//! What a condition may cost, found at load from its parsed form: the most list items it
+//! can visit on one request. CEL has no loops but its list macros (`all`, `exists`,
+//! `exists_one`, `map`, `filter`), each visiting its list once per visit of whatever
+//! contains it; and `in` and `+` may walk or copy a whole list. A list written in the
+//! condition (`['a', 'b'].exists(…)`, `x in ['a', 'b']`) has its own length; any other (the
+//! arguments, a claim, the groups) is at most `--policy-max-items` long, which `input.rs`
+//! holds every request to. So a rule's worst case is known before it ever runs, and one
+//! past `--policy-max-steps` is refused at load. Reading the parsed form, not the text,
+//! nothing the parser accepts (spaces before a macro's parenthesis, comments, any string
+//! quoting) hides a loop.
+//!
+//! What is not counted: the work on one string (`contains`, `matches`, `startsWith`) grows
+//! with its length, not its count; a request's size bounds it (`docs/policy.md`).
 
-/// CEL's list macros: each visits its list.
-pub(super) const COMPREHENSIONS: [&str; 6] =
-    ["all", "exists", "exists_one", "existsOne", "map", "filter"];
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr};
 
-/// One comprehension in the source: where its parentheses open and close, and how many
-/// items its list can have.
-#[derive(Debug)]
-struct Loop {
-    open: usize,
-    close: usize,
-    items: u64,
-}
-
-/// The most items the comprehensions of `source` can visit, each list other than one
-/// written in it being at most `max_items` long.
-pub fn worst_steps(source: &str, max_items: u64) -> u64 {
-    let brackets = Brackets::of(source);
-    let loops: Vec<Loop> = comprehensions(source)
-        .into_iter()
-        .filter_map(|(dot, open)| {
-            let close = brackets.closing(open)?;
-            let items = brackets
-                .literal_list_ending_at(dot.checked_sub(1)?)
-                .unwrap_or(max_items);
-            Some(Loop { open, close, items })
-        })
-        .collect();
-    loops
-        .iter()
-        .map(|inner| {
-            loops
+/// The most list items `expression` can visit (or walk with `in`, or copy with `+`), each
+/// list not written in it being at most `max_items` long.
+pub fn worst_steps(expression: &IdedExpr, max_items: u64) -> u64 {
+    let steps = |e: &IdedExpr| worst_steps(e, max_items);
+    match &expression.expr {
+        Expr::Comprehension(loop_) => {
+            let items = written_length(&loop_.iter_range).unwrap_or(max_items);
+            let per_item = 1u64
+                .saturating_add(steps(&loop_.loop_cond))
+                .saturating_add(steps(&loop_.loop_step));
+            [&loop_.iter_range, &loop_.accu_init, &loop_.result]
+                .into_iter()
+                .map(steps)
+                .fold(items.saturating_mul(per_item), u64::saturating_add)
+        }
+        Expr::Call(call) => {
+            let own = match (call.func_name.as_str(), call.args.as_slice()) {
+                // `x in list`: the list is walked.
+                ("@in", [_, list]) => written_length(list).unwrap_or(max_items),
+                // `a + b` on lists copies both; on a written scalar it is one step, and so
+                // is a macro's own accumulation (`@result + [x]`, counted by its items).
+                ("_+_", [a, b]) if !is_scalar(a) && !is_scalar(b) && !is_accumulator(a) => {
+                    max_items
+                }
+                _ => 0,
+            };
+            call.target
                 .iter()
-                .filter(|outer| outer.open <= inner.open && inner.close <= outer.close)
-                .fold(1u64, |steps, l| steps.saturating_mul(l.items))
-        })
-        .fold(0u64, u64::saturating_add)
+                .map(|t| steps(t))
+                .chain(call.args.iter().map(steps))
+                .fold(own, u64::saturating_add)
+        }
+        Expr::Select(select) => steps(&select.operand),
+        Expr::List(list) => list.elements.iter().map(steps).fold(0, u64::saturating_add),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .map(|e| entry_steps(&e.expr, max_items))
+            .fold(0, u64::saturating_add),
+        Expr::Struct(structure) => structure
+            .entries
+            .iter()
+            .map(|e| entry_steps(&e.expr, max_items))
+            .fold(0, u64::saturating_add),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+    }
 }
 
-/// Where each comprehension's `.name(` is: the dot and the opening parenthesis.
-fn comprehensions(source: &str) -> Vec<(usize, usize)> {
-    let code = outside_strings(source);
-    let mut found = Vec::new();
-    for name in COMPREHENSIONS {
-        let needle = format!(".{name}(");
-        let mut from = 0;
-        while let Some(at) = source[from..].find(&needle) {
-            let dot = from + at;
-            if code[dot] {
-                found.push((dot, dot + needle.len() - 1));
-            }
-            from = dot + needle.len();
+fn entry_steps(entry: &EntryExpr, max_items: u64) -> u64 {
+    match entry {
+        EntryExpr::StructField(field) => worst_steps(&field.value, max_items),
+        EntryExpr::MapEntry(pair) => {
+            worst_steps(&pair.key, max_items).saturating_add(worst_steps(&pair.value, max_items))
         }
     }
+}
+
+/// The length of a list or map written in the condition.
+fn written_length(expression: &IdedExpr) -> Option<u64> {
+    match &expression.expr {
+        Expr::List(list) => Some(list.elements.len() as u64),
+        Expr::Map(map) => Some(map.entries.len() as u64),
+        _ => None,
+    }
+}
+
+/// A list macro's accumulator (the parser names it `@result`; no rule can write `@`).
+fn is_accumulator(expression: &IdedExpr) -> bool {
+    matches!(&expression.expr, Expr::Ident(name) if name.starts_with('@'))
+}
+
+/// A value written in the condition that is not a list or map (a string, a number).
+fn is_scalar(expression: &IdedExpr) -> bool {
+    matches!(expression.expr, Expr::Literal(_))
+}
+
+/// The loop variable of each list macro in `expression` (`xs.all(x, …)` has `x`), one
+/// entry per macro.
+pub fn loop_variables(expression: &IdedExpr) -> Vec<&str> {
+    let mut found = Vec::new();
+    collect_loops(expression, &mut found);
     found
 }
 
-/// Which bytes of `source` are code, not inside a string literal.
-fn outside_strings(source: &str) -> Vec<bool> {
-    let (mut quote, mut escaped) = (None, false);
-    source
-        .bytes()
-        .map(|b| match quote {
-            Some(q) => {
-                match b {
-                    _ if escaped => escaped = false,
-                    b'\\' => escaped = true,
-                    _ if b == q => quote = None,
-                    _ => {}
-                }
-                false
-            }
-            None => {
-                if matches!(b, b'"' | b'\'') {
-                    quote = Some(b);
-                    false
-                } else {
-                    true
-                }
-            }
-        })
-        .collect()
-}
-
-/// The brackets of a source outside its strings: each opening one's closing one, and each
-/// `[…]` list's number of items.
-struct Brackets {
-    closing: Vec<(usize, usize)>,
-    lists: Vec<(usize, u64)>,
-}
-
-impl Brackets {
-    fn of(source: &str) -> Brackets {
-        let code = outside_strings(source);
-        let bytes = source.as_bytes();
-        // (where it opened, commas at its own level, anything in it yet)
-        let mut open: Vec<(usize, u64, bool)> = Vec::new();
-        let (mut closing, mut lists) = (Vec::new(), Vec::new());
-        for (at, &b) in bytes.iter().enumerate() {
-            if !code[at] {
-                if let Some(top) = open.last_mut() {
-                    top.2 = true;
-                }
-                continue;
-            }
-            match b {
-                b'(' | b'[' | b'{' => {
-                    if let Some(top) = open.last_mut() {
-                        top.2 = true;
-                    }
-                    open.push((at, 0, false));
-                }
-                b')' | b']' | b'}' => {
-                    if let Some((start, commas, filled)) = open.pop() {
-                        closing.push((start, at));
-                        if b == b']' {
-                            lists.push((at, if filled { commas + 1 } else { 0 }));
-                        }
-                    }
-                }
-                b',' => {
-                    if let Some(top) = open.last_mut() {
-                        top.1 += 1;
-                    }
-                }
-                b if b.is_ascii_whitespace() => {}
-                _ => {
-                    if let Some(top) = open.last_mut() {
-                        top.2 = true;
-                    }
-                }
+fn collect_loops<'e>(expression: &'e IdedExpr, found: &mut Vec<&'e str>) {
+    match &expression.expr {
+        Expr::Comprehension(loop_) => {
+            found.push(loop_.iter_var.as_str());
+            for part in [
+                &loop_.iter_range,
+                &loop_.accu_init,
+                &loop_.loop_cond,
+                &loop_.loop_step,
+                &loop_.result,
+            ] {
+                collect_loops(part, found);
             }
         }
-        Brackets { closing, lists }
-    }
-
-    fn closing(&self, open: usize) -> Option<usize> {
-        self.closing
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                collect_loops(target, found);
+            }
+            call.args.iter().for_each(|arg| collect_loops(arg, found));
+        }
+        Expr::Select(select) => collect_loops(&select.operand, found),
+        Expr::List(list) => list.elements.iter().for_each(|e| collect_loops(e, found)),
+        Expr::Map(map) => map.entries.iter().for_each(|e| entry_loops(&e.expr, found)),
+        Expr::Struct(structure) => structure
+            .entries
             .iter()
-            .find(|(start, _)| *start == open)
-            .map(|(_, end)| *end)
+            .for_each(|e| entry_loops(&e.expr, found)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
+}
 
-    /// The items of the list literal whose `]` is at `end`, if one ends there (a trailing
-    /// comma counts one too many: the estimate errs high, never low).
-    fn literal_list_ending_at(&self, end: usize) -> Option<u64> {
-        self.lists
-            .iter()
-            .find(|(at, _)| *at == end)
-            .map(|(_, items)| *items)
+fn entry_loops<'e>(entry: &'e EntryExpr, found: &mut Vec<&'e str>) {
+    match entry {
+        EntryExpr::StructField(field) => collect_loops(&field.value, found),
+        EntryExpr::MapEntry(pair) => {
+            collect_loops(&pair.key, found);
+            collect_loops(&pair.value, found);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::worst_steps;
+    use super::{loop_variables, worst_steps};
+
+    fn steps(source: &str, max_items: u64) -> u64 {
+        let program = cel::Program::compile(source).unwrap();
+        worst_steps(program.expression(), max_items)
+    }
 
     #[test]
     fn a_list_from_the_request_counts_as_long_as_allowed_and_a_written_one_as_written() {
-        assert_eq!(worst_steps("tool.name == 'x'", 1000), 0);
-        assert_eq!(worst_steps("arguments.xs.all(x, x > 0)", 1000), 1000);
-        assert_eq!(
-            worst_steps("['a', 'b', 'c'].exists(g, g == server)", 1000),
-            3
-        );
-        assert_eq!(worst_steps("[].all(g, true)", 1000), 0);
+        assert_eq!(steps("tool.name == 'x'", 1000), 0);
+        assert_eq!(steps("arguments.xs.all(x, x > 0)", 1000), 1000);
+        assert_eq!(steps("['a', 'b', 'c'].exists(g, g == server)", 1000), 3);
+        assert_eq!(steps("[].all(g, true)", 1000), 0);
+        // An index is not a list literal.
+        assert_eq!(steps("arguments['xs'].all(x, true)", 1000), 1000);
         // One after the other: added.
         assert_eq!(
-            worst_steps(
+            steps(
                 "arguments.xs.all(x, x > 0) && principal.groups.exists(g, g == 'a')",
                 1000
             ),
@@ -182,39 +168,59 @@ mod tests {
     }
 
     #[test]
-    fn nested_comprehensions_multiply() {
+    fn nested_comprehensions_and_walks_multiply() {
         assert_eq!(
-            worst_steps("arguments.xs.all(x, arguments.ys.exists(y, y == x))", 1000),
-            1000 + 1000 * 1000
+            steps("arguments.xs.all(x, arguments.ys.exists(y, y == x))", 1000),
+            1000 * 1001
         );
         assert_eq!(
-            worst_steps(
+            steps(
                 "arguments.paths.all(p, ['/srv', '/tmp'].exists(a, p.startsWith(a)))",
                 1000
             ),
-            1000 + 2000
+            1000 * 3
         );
+        assert_eq!(
+            steps("arguments.xs.all(x, x in arguments.ys)", 1000),
+            1000 * 1001
+        );
+        assert_eq!(
+            steps("arguments.xs.all(x, x in ['a', 'b'])", 1000),
+            1000 * 3
+        );
+        assert_eq!(steps("'admins' in principal.groups", 1000), 1000);
+        assert_eq!(
+            steps("arguments.xs.map(x, arguments.ys + [x]).size() > 0", 1000),
+            1000 * 1001
+        );
+        assert_eq!(
+            steps("arguments.xs.map(x, x).size() > 0", 1000),
+            1000,
+            "the macro's own accumulation"
+        );
+        assert_eq!(
+            steps("arguments.xs.all(p, (p + '/').startsWith('/srv/'))", 1000),
+            1000
+        );
+        let three = "arguments['a'].all(x, arguments['b'].all(y, arguments['c'].all(z, true)))";
+        assert_eq!(steps(three, 1000), 1000 * (1 + 1000 * 1001));
         let four = "a.all(w, b.all(x, c.all(y, d.all(z, true))))";
-        assert_eq!(
-            worst_steps(four, 1000),
-            1000 + 1_000_000 + 1_000_000_000 + 1_000_000_000_000
-        );
-        assert_eq!(
-            worst_steps(four, u64::MAX),
-            u64::MAX,
-            "saturates, never wraps"
-        );
+        assert_eq!(steps(four, u64::MAX), u64::MAX, "saturates, never wraps");
     }
 
     #[test]
-    fn a_comprehension_spelled_inside_a_string_is_text() {
-        assert_eq!(worst_steps("tool.name == 'xs.all(x, true)'", 1000), 0);
+    fn what_the_parser_accepts_hides_no_loop() {
+        assert_eq!(steps("tool.name == 'xs.all(x, true)'", 1000), 0);
+        assert_eq!(steps("arguments.xs.all (x, true)", 1000), 1000);
+        assert_eq!(steps("arguments.xs.all\n(x, true)", 1000), 1000);
         assert_eq!(
-            worst_steps(
-                r#"arguments.q == "[1, 2].all(" && ['(', ')'].exists(c, c == 'x')"#,
+            steps(
+                "// don't count this\narguments.xs.exists(x, x == '\\'')",
                 1000
             ),
-            2
+            1000
         );
+        let program = cel::Program::compile("a.all (x, b.exists(y, true)) && c.map(z, z)").unwrap();
+        assert_eq!(loop_variables(program.expression()), ["x", "y", "z"]);
     }
 }

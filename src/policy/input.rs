@@ -26,7 +26,7 @@ pub struct Principal {
     user: Option<String>,
     groups: Vec<String>,
     /// Its fields as CEL values, made on first use.
-    made: OnceLock<Vec<(&'static str, Value)>>,
+    made: OnceLock<Made>,
     /// The verdicts of the rules that do not read arguments, per request shape.
     memo: Memo,
 }
@@ -106,17 +106,9 @@ impl Principal {
     /// Its fields under their qualified names (`principal.groups`), made once: the
     /// evaluator finds a qualified name as it is, where a map variable would be converted
     /// (copied) on every access.
-    fn fields(&self, max_items: usize) -> Result<&[(&'static str, Value)], String> {
+    fn made(&self) -> Result<&Made, String> {
         if let Some(made) = self.made.get() {
             return Ok(made);
-        }
-        let held = values_in(&self.claims, max_items)
-            .saturating_add(self.scopes.len())
-            .saturating_add(self.groups.len());
-        if held > max_items {
-            return Err(format!(
-                "the caller's claims, scopes and groups hold more than --policy-max-items ({max_items}) values"
-            ));
         }
         let claims = if self.claims.is_object() {
             cel::to_value(&self.claims).map_err(|e| format!("the token's claims: {e}"))?
@@ -134,8 +126,21 @@ impl Principal {
             ("principal.user", text(self.user.as_deref().unwrap_or(""))),
             ("principal.groups", list(&self.groups)),
         ];
-        Ok(self.made.get_or_init(|| fields))
+        let values = [
+            ("principal.claims", values_in(&self.claims, usize::MAX)),
+            ("principal.scopes", self.scopes.len()),
+            ("principal.groups", self.groups.len()),
+        ];
+        Ok(self.made.get_or_init(|| Made { fields, values }))
     }
+}
+
+/// A principal's fields as CEL values, and how many values each list or map holds (held
+/// to `--policy-max-items` where a rule reads it).
+#[derive(Debug, Clone)]
+struct Made {
+    fields: Vec<(&'static str, Value)>,
+    values: [(&'static str, usize); 3],
 }
 
 fn text(s: &str) -> Value {
@@ -326,8 +331,24 @@ impl Input<'_> {
         };
         let hints = annotations(given.flatten(), given.is_some());
         let mut variables = Vec::with_capacity(24);
-        let principal = self.principal.fields(max_items)?;
-        variables.extend(principal.iter().filter(|(name, _)| wanted(name)).cloned());
+        let principal = self.principal.made()?;
+        if let Some((name, held)) = principal
+            .values
+            .iter()
+            .find(|(name, held)| *held > max_items && wanted(name))
+        {
+            return Err(format!(
+                "the caller's {} hold {held} values, more than --policy-max-items ({max_items})",
+                name.trim_start_matches("principal.")
+            ));
+        }
+        variables.extend(
+            principal
+                .fields
+                .iter()
+                .filter(|(name, _)| wanted(name))
+                .cloned(),
+        );
         let mut add = |name: &'static str, make: &dyn Fn() -> Value| {
             if wanted(name) {
                 variables.push((name, make()));

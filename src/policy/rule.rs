@@ -3,8 +3,6 @@
 
 use serde::Deserialize;
 
-use super::cost::COMPREHENSIONS;
-
 /// When a rule is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -141,6 +139,9 @@ const FUNCTIONS: [&str; 16] = [
     "upperAscii",
 ];
 
+/// CEL's list macros, as the error for an unknown function names them.
+const COMPREHENSIONS: [&str; 6] = ["all", "exists", "exists_one", "existsOne", "map", "filter"];
+
 /// A rule ready to be evaluated.
 #[derive(Debug)]
 pub struct Rule {
@@ -186,7 +187,9 @@ pub fn compile(spec: RuleSpec, limits: &Limits) -> Result<Rule, String> {
             limits.max_nesting
         ));
     }
-    let loops = loop_variables(source);
+    let program = compile_on_a_large_stack(source.to_owned())
+        .map_err(|why| format!("rule {name:?}: not a CEL expression: {why}"))?;
+    let loops = super::cost::loop_variables(program.expression());
     if loops.len() > limits.max_comprehensions {
         return Err(format!(
             "rule {name:?}: {} of all/exists/exists_one/map/filter, more than --policy-max-comprehensions ({})",
@@ -194,15 +197,13 @@ pub fn compile(spec: RuleSpec, limits: &Limits) -> Result<Rule, String> {
             limits.max_comprehensions
         ));
     }
-    let steps = super::cost::worst_steps(source, limits.max_items as u64);
+    let steps = super::cost::worst_steps(program.expression(), limits.max_items as u64);
     if steps > limits.max_steps {
         return Err(format!(
-            "rule {name:?}: its comprehensions may visit {steps} list items on one request (a list from the request or the token counts as --policy-max-items, {}, long, and nested comprehensions multiply), more than --policy-max-steps ({}); nest fewer, iterate over a list written in the rule, or lower --policy-max-items",
+            "rule {name:?}: it may visit {steps} list items on one request (its list macros, `in` and `+` on lists; a list from the request or the token counts as --policy-max-items, {}, long, and a macro inside another multiplies), more than --policy-max-steps ({}); nest fewer, use a list written in the rule, or lower --policy-max-items",
             limits.max_items, limits.max_steps
         ));
     }
-    let program = compile_on_a_large_stack(source.to_owned())
-        .map_err(|why| format!("rule {name:?}: not a CEL expression: {why}"))?;
     let references = program.references();
     for variable in references.variables() {
         if !VARIABLES.contains(&variable) && !loops.contains(&variable) {
@@ -268,27 +269,4 @@ fn nesting(source: &str) -> usize {
         }
     }
     deepest
-}
-
-/// The loop variables of the condition's comprehensions (`xs.all(x, …)` names `x`), one
-/// entry per comprehension.
-fn loop_variables(source: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    for macro_name in COMPREHENSIONS {
-        let needle = format!(".{macro_name}(");
-        let mut rest = source;
-        while let Some(at) = rest.find(&needle) {
-            let after = &rest[at + needle.len()..];
-            let variable = after.split(',').next().unwrap_or("").trim();
-            if !variable.is_empty()
-                && variable
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            {
-                found.push(variable);
-            }
-            rest = after;
-        }
-    }
-    found
 }

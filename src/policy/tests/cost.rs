@@ -109,9 +109,17 @@ fn a_caller_with_more_claims_than_the_bound_is_refused_not_judged_slowly() {
     let (rule, why) = refused(policy.call(&request.input()));
     assert_eq!(rule, "default");
     assert!(
-        why.contains("claims, scopes and groups") && why.contains("--policy-max-items"),
+        why.contains("the caller's claims hold 2001 values") && why.contains("--policy-max-items"),
         "{why}"
     );
+    // A policy that never reads the claims judges the same caller.
+    let by_tool = super::policy(vec![spec(
+        "writes",
+        Phase::Call,
+        Effect::Allow,
+        "tool.name == 'write'",
+    )]);
+    assert_eq!(by_tool.call(&request.input()), Decision::Allow);
     request.principal = Principal::new(
         Some("ada".into()),
         json!({"roles": ["staff"]}),
