@@ -14,6 +14,7 @@ mod client_credentials;
 pub mod device;
 mod device_flow;
 pub mod discovery;
+pub mod dpop;
 pub mod flow;
 pub mod http;
 pub mod jwt;
