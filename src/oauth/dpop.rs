@@ -109,22 +109,8 @@ impl DpopKey {
         if let Some(nonce) = nonce {
             claims["nonce"] = Value::String(nonce.to_owned());
         }
-        let signing_input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = self
-            .pair
-            .sign(
-                &aws_lc_rs::rand::SystemRandom::new(),
-                signing_input.as_bytes(),
-            )
-            .map_err(|_| "could not sign a DPoP proof".to_owned())?;
-        Ok(Secret::new(format!(
-            "{signing_input}.{}",
-            URL_SAFE_NO_PAD.encode(signature.as_ref())
-        )))
+        super::jwt::sign_es256(&self.pair, &header, &claims)
+            .map_err(|_| "could not sign a DPoP proof".to_owned())
     }
 }
 

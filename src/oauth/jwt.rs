@@ -44,23 +44,31 @@ impl ClientKey {
             "iss": client_id, "sub": client_id, "aud": audience,
             "iat": now, "exp": now + 300, "jti": random_token(16).expose(),
         });
-        let signing_input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let signature = self
-            .pair
-            .sign(
-                &aws_lc_rs::rand::SystemRandom::new(),
-                signing_input.as_bytes(),
-            )
-            .map_err(|_| "could not sign the client assertion".to_owned())?;
-        Ok(Secret::new(format!(
-            "{signing_input}.{}",
-            URL_SAFE_NO_PAD.encode(signature.as_ref())
-        )))
+        sign_es256(&self.pair, &header, &claims)
+            .map_err(|_| "could not sign the client assertion".to_owned())
     }
+}
+
+/// A compact JWS of `header` and `claims` signed with `pair` (ES256): the client
+/// assertion's and a DPoP proof's.
+pub(super) fn sign_es256(
+    pair: &aws_lc_rs::signature::EcdsaKeyPair,
+    header: &serde_json::Value,
+    claims: &serde_json::Value,
+) -> Result<Secret, aws_lc_rs::error::Unspecified> {
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let signature = pair.sign(
+        &aws_lc_rs::rand::SystemRandom::new(),
+        signing_input.as_bytes(),
+    )?;
+    Ok(Secret::new(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(signature.as_ref())
+    )))
 }
 
 #[cfg(test)]
