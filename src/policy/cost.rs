@@ -19,56 +19,71 @@ use cel::common::ast::{EntryExpr, Expr};
 /// list not written in it being at most `max_items` long.
 pub fn worst_steps(expression: &IdedExpr, max_items: u64) -> u64 {
     let steps = |e: &IdedExpr| worst_steps(e, max_items);
-    match &expression.expr {
+    let own = match &expression.expr {
         Expr::Comprehension(loop_) => {
+            // Its condition and step run once per item; the rest (among `children`) once.
             let items = written_length(&loop_.iter_range).unwrap_or(max_items);
             let per_item = 1u64
                 .saturating_add(steps(&loop_.loop_cond))
                 .saturating_add(steps(&loop_.loop_step));
-            [&loop_.iter_range, &loop_.accu_init, &loop_.result]
+            return [&loop_.iter_range, &loop_.accu_init, &loop_.result]
                 .into_iter()
                 .map(steps)
-                .fold(items.saturating_mul(per_item), u64::saturating_add)
+                .fold(items.saturating_mul(per_item), u64::saturating_add);
         }
-        Expr::Call(call) => {
-            let own = match (call.func_name.as_str(), call.args.as_slice()) {
-                // `x in list`: the list is walked.
-                ("@in", [_, list]) => written_length(list).unwrap_or(max_items),
-                // `a + b` on lists copies both; on a written scalar it is one step, and so
-                // is a macro's own accumulation (`@result + [x]`, counted by its items).
-                ("_+_", [a, b]) if !is_scalar(a) && !is_scalar(b) && !is_accumulator(a) => {
-                    max_items
-                }
-                _ => 0,
-            };
-            call.target
-                .iter()
-                .map(|t| steps(t))
-                .chain(call.args.iter().map(steps))
-                .fold(own, u64::saturating_add)
-        }
-        Expr::Select(select) => steps(&select.operand),
-        Expr::List(list) => list.elements.iter().map(steps).fold(0, u64::saturating_add),
+        Expr::Call(call) => match (call.func_name.as_str(), call.args.as_slice()) {
+            // `x in list`: the list is walked.
+            ("@in", [_, list]) => written_length(list).unwrap_or(max_items),
+            // `a + b` on lists copies both; on a written scalar it is one step, and so is a
+            // macro's own accumulation (`@result + [x]`, counted by its items).
+            ("_+_", [a, b]) if !is_scalar(a) && !is_scalar(b) && !is_accumulator(a) => max_items,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    children(expression)
+        .into_iter()
+        .map(steps)
+        .fold(own, u64::saturating_add)
+}
+
+/// The expressions directly inside `expression`, in the order the parser wrote them.
+fn children(expression: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expression.expr {
+        Expr::Comprehension(loop_) => vec![
+            &loop_.iter_range,
+            &loop_.accu_init,
+            &loop_.loop_cond,
+            &loop_.loop_step,
+            &loop_.result,
+        ],
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::List(list) => list.elements.iter().collect(),
         Expr::Map(map) => map
             .entries
             .iter()
-            .map(|e| entry_steps(&e.expr, max_items))
-            .fold(0, u64::saturating_add),
+            .flat_map(|e| entry_children(&e.expr))
+            .collect(),
         Expr::Struct(structure) => structure
             .entries
             .iter()
-            .map(|e| entry_steps(&e.expr, max_items))
-            .fold(0, u64::saturating_add),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+            .flat_map(|e| entry_children(&e.expr))
+            .collect(),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     }
 }
 
-fn entry_steps(entry: &EntryExpr, max_items: u64) -> u64 {
+/// The expressions of a map entry or a struct field.
+fn entry_children(entry: &EntryExpr) -> Vec<&IdedExpr> {
     match entry {
-        EntryExpr::StructField(field) => worst_steps(&field.value, max_items),
-        EntryExpr::MapEntry(pair) => {
-            worst_steps(&pair.key, max_items).saturating_add(worst_steps(&pair.value, max_items))
-        }
+        EntryExpr::StructField(field) => vec![&field.value],
+        EntryExpr::MapEntry(pair) => vec![&pair.key, &pair.value],
     }
 }
 
@@ -95,49 +110,13 @@ fn is_scalar(expression: &IdedExpr) -> bool {
 /// entry per macro.
 pub fn loop_variables(expression: &IdedExpr) -> Vec<&str> {
     let mut found = Vec::new();
-    collect_loops(expression, &mut found);
+    if let Expr::Comprehension(loop_) = &expression.expr {
+        found.push(loop_.iter_var.as_str());
+    }
+    for child in children(expression) {
+        found.extend(loop_variables(child));
+    }
     found
-}
-
-fn collect_loops<'e>(expression: &'e IdedExpr, found: &mut Vec<&'e str>) {
-    match &expression.expr {
-        Expr::Comprehension(loop_) => {
-            found.push(loop_.iter_var.as_str());
-            for part in [
-                &loop_.iter_range,
-                &loop_.accu_init,
-                &loop_.loop_cond,
-                &loop_.loop_step,
-                &loop_.result,
-            ] {
-                collect_loops(part, found);
-            }
-        }
-        Expr::Call(call) => {
-            if let Some(target) = &call.target {
-                collect_loops(target, found);
-            }
-            call.args.iter().for_each(|arg| collect_loops(arg, found));
-        }
-        Expr::Select(select) => collect_loops(&select.operand, found),
-        Expr::List(list) => list.elements.iter().for_each(|e| collect_loops(e, found)),
-        Expr::Map(map) => map.entries.iter().for_each(|e| entry_loops(&e.expr, found)),
-        Expr::Struct(structure) => structure
-            .entries
-            .iter()
-            .for_each(|e| entry_loops(&e.expr, found)),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-    }
-}
-
-fn entry_loops<'e>(entry: &'e EntryExpr, found: &mut Vec<&'e str>) {
-    match entry {
-        EntryExpr::StructField(field) => collect_loops(&field.value, found),
-        EntryExpr::MapEntry(pair) => {
-            collect_loops(&pair.key, found);
-            collect_loops(&pair.value, found);
-        }
-    }
 }
 
 #[cfg(test)]
