@@ -178,7 +178,7 @@ async fn with_given_credential(
     has_server: bool,
     login: &str,
 ) -> Result<wire::Posted, Failed> {
-    wire.authorization = Some(given);
+    wire.authorization = Some(crate::oauth::presented::Presented::given(given));
     let again = wire
         .discover()
         .await

@@ -6,6 +6,7 @@
 mod auth;
 mod config;
 mod failure;
+mod frames;
 pub mod report;
 mod wire;
 

@@ -7,15 +7,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use serde_json::{Map, Value, json};
 use url::Url;
 
+use super::frames::{envelope, initialize_request, insert};
 use crate::era::{self, MODERN_VERSION};
 use crate::http::client::HttpClient;
 use crate::http::response::{HttpError, Response};
 use crate::http::sse::{self, EventStream, root_cause};
+use crate::oauth::presented::{Presented, ServerNonce};
 use crate::relay::link::response::{is_event_stream, read_first_answer};
 
 /// Where requests go and how they are framed, once the server's speech is known.
@@ -75,8 +77,10 @@ pub struct Wire {
     uri: Uri,
     client: HttpClient,
     pub transport: Transport,
-    /// The `Authorization` value, once one is known to be needed.
-    pub authorization: Option<HeaderValue>,
+    /// The login requests present, once one is known to be needed.
+    pub authorization: Option<Presented>,
+    /// The server's latest DPoP nonce, for the next proof of a bound token.
+    dpop_nonce: ServerNonce,
     /// `-H` headers, sent with every request.
     extra: HeaderMap,
     read_timeout: Duration,
@@ -103,6 +107,7 @@ impl Wire {
             client,
             transport: Transport::Unknown,
             authorization: None,
+            dpop_nonce: ServerNonce::default(),
             extra,
             read_timeout,
             max_message_size,
@@ -123,10 +128,23 @@ impl Wire {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(auth) = &self.authorization {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
         headers
+    }
+
+    /// Puts the login, with a DPoP proof for `method` on `uri` when it is bound, into
+    /// `headers`.
+    fn stamp(&self, headers: &mut HeaderMap, method: &str, uri: &Uri) {
+        if let Some(presented) = &self.authorization {
+            self.dpop_nonce.stamp(presented, headers, method, uri);
+        }
+    }
+
+    /// Keeps the DPoP nonce an answer carries; true when it asked for it.
+    fn asks_for_nonce(&self, response: &Response) -> bool {
+        self.authorization.as_ref().is_some_and(|presented| {
+            let status = response.status().as_u16();
+            self.dpop_nonce.note(presented, status, response.headers())
+        })
     }
 
     /// `server/discover` with the 2026-07-28 envelope: the era probe the relay makes.
@@ -159,9 +177,7 @@ impl Wire {
         let started = Instant::now();
         let mut headers = self.extra.clone();
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(auth) = &self.authorization {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
+        self.stamp(&mut headers, "GET", &self.uri);
         let sent = self
             .client
             .send(
@@ -333,9 +349,7 @@ impl Wire {
         let mut headers = self.extra.clone();
         headers.insert("mcp-session-id", id.clone());
         insert(&mut headers, "mcp-protocol-version", version);
-        if let Some(auth) = &self.authorization {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
+        self.stamp(&mut headers, "DELETE", &self.uri);
         let started = Instant::now();
         let sent = self
             .client
@@ -400,21 +414,30 @@ impl Wire {
     ) -> Result<Posted, WireError> {
         let started = Instant::now();
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON serializes"));
-        let sent = self
-            .client
-            .send(
-                Method::POST,
-                target,
-                headers,
-                bytes,
-                Some(self.read_timeout),
-            )
-            .await;
-        let response: Response = match sent {
-            Ok(response) => response,
-            Err(e) => {
-                self.note(step, None, started);
-                return Err(network(&e));
+        let mut nonce_retried = false;
+        let response: Response = loop {
+            let mut headers = headers.clone();
+            self.stamp(&mut headers, "POST", target);
+            let sent = self
+                .client
+                .send(
+                    Method::POST,
+                    target,
+                    headers,
+                    bytes.clone(),
+                    Some(self.read_timeout),
+                )
+                .await;
+            match sent {
+                // A bound token's proof lacked the nonce the server now wants: once more.
+                Ok(response) if !nonce_retried && self.asks_for_nonce(&response) => {
+                    nonce_retried = true;
+                }
+                Ok(response) => break response,
+                Err(e) => {
+                    self.note(step, None, started);
+                    return Err(network(&e));
+                }
             }
         };
         let status = response.status();
@@ -443,32 +466,6 @@ impl Wire {
             status,
             ms: (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
         });
-    }
-}
-
-/// The 2026-07-28 per-request envelope of the probe.
-fn envelope(version: &str) -> Value {
-    json!({
-        era::META_PROTOCOL_VERSION: version,
-        era::META_CLIENT_CAPABILITIES: {},
-        era::META_CLIENT_INFO: era::relay_info(),
-    })
-}
-
-fn initialize_request(id: u64) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": era::LATEST_LEGACY_VERSION,
-        "capabilities": {},
-        "clientInfo": era::relay_info(),
-    }})
-}
-
-fn insert(headers: &mut HeaderMap, name: &str, value: &str) {
-    if let (Ok(name), Ok(value)) = (
-        HeaderName::from_bytes(name.as_bytes()),
-        HeaderValue::from_str(value),
-    ) {
-        headers.insert(name, value);
     }
 }
 

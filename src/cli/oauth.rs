@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use url::Url;
 
 use super::{non_negative_seconds, positive_seconds};
+use crate::oauth::dpop::DpopMode;
 use crate::oauth::flow::{Resource, Settings};
 use crate::oauth::jwt::ClientKey;
 use crate::oauth::store::backend::Choice;
@@ -91,6 +92,11 @@ pub struct OAuthArgs {
     /// Refresh the access token this many seconds before it expires.
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     pub oauth_refresh_leeway: Duration,
+
+    /// Bind tokens to a key with DPoP (RFC 9449): `auto` when the authorization server
+    /// or the MCP server asks for it, `always`, or `never`.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub dpop: DpopMode,
 
     /// Seconds to wait for the browser login to complete.
     #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = positive_seconds, allow_hyphen_values = true)]
@@ -177,6 +183,7 @@ impl OAuthArgs {
                     ClientKey::from_pem(&pem).map(std::sync::Arc::new)
                 })
                 .transpose()?,
+            dpop: self.dpop,
         })
     }
 }

@@ -205,6 +205,12 @@ pub fn token(args: TokenArgs) -> i32 {
         } else {
             grant
         };
+        if grant.dpop_key.is_some() {
+            // The key never leaves the store, so the token alone cannot be used.
+            notice(
+                "this login's token is DPoP-bound: it works only with a proof signed by the key mcp-stdio keeps, so use the relay (`mcp-stdio URL`) rather than the bare token",
+            );
+        }
         notice("printing an access token: keep it out of logs and shell history");
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", grant.access_token.expose());
@@ -329,6 +335,7 @@ pub fn status(args: StatusArgs) -> i32 {
                     "expires_at": grant.expires_at,
                     "expires_in_s": grant.expires_at.map(|at| at as i64 - now as i64),
                     "refresh_token": grant.refresh_token.is_some(),
+                    "token_type": token_type(grant),
                     "store": backend,
                 })
             })
@@ -342,8 +349,13 @@ pub fn status(args: StatusArgs) -> i32 {
     for (key, grant) in entries {
         let _ = writeln!(
             out,
-            "{key}\n  issuer:  {}\n  scopes:  {}\n  expires: {}\n  refresh: {}\n  store:   {backend}",
+            "{key}\n  issuer:  {}\n  token:   {}\n  scopes:  {}\n  expires: {}\n  refresh: {}\n  store:   {backend}",
             grant.issuer,
+            if grant.dpop_key.is_some() {
+                "DPoP-bound (its key is kept with it)"
+            } else {
+                "Bearer"
+            },
             grant.scope.as_deref().unwrap_or("(none named)"),
             expiry(grant.expires_at, now),
             if grant.refresh_token.is_some() {
@@ -354,6 +366,15 @@ pub fn status(args: StatusArgs) -> i32 {
         );
     }
     0
+}
+
+/// `DPoP` for a token bound to a key, else `Bearer`.
+fn token_type(grant: &Grant) -> &'static str {
+    if grant.dpop_key.is_some() {
+        "DPoP"
+    } else {
+        "Bearer"
+    }
 }
 
 /// Whether a stored key is the server `key` (with or without a distinct resource).

@@ -20,6 +20,7 @@ impl ServerAuth {
         &self,
         found: &Discovered,
         scope: Option<&str>,
+        key: Option<super::dpop::DpopKey>,
     ) -> Result<Grant, String> {
         let (callback, cached) = self.callback(found).await?;
         let client = self.browser_client(found, scope, &callback, cached).await?;
@@ -64,17 +65,19 @@ impl ServerAuth {
             resource.as_deref(),
         );
         let answer = self
-            .token_request(
-                &found.server.token_endpoint,
-                form,
-                &client,
-                &found.server.issuer,
-            )
+            .token_request_at(found, form, &client, key.as_ref())
             .await
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        self.keep_login(answer, found, &client.client_id, scope, "a browser")
+        self.keep_login(
+            answer,
+            found,
+            &client.client_id,
+            scope,
+            "a browser",
+            key.as_ref(),
+        )
     }
 
     /// The loopback callback, and the cached registration for this issuer if one may be

@@ -1,5 +1,6 @@
-//! Reads a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3, RFC 9728 §5.1): where the
-//! protected resource metadata is, which scopes the request needs, and why it failed.
+//! Reads a `WWW-Authenticate: Bearer …` or `DPoP …` challenge (RFC 6750 §3, RFC 9728 §5.1,
+//! RFC 9449 §7.1): where the protected resource metadata is, which scopes the request
+//! needs, why it failed, and whether the server wants DPoP-bound tokens.
 
 /// The parts of a Bearer challenge the client acts on.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -8,8 +9,11 @@ pub struct Challenge {
     pub resource_metadata: Option<String>,
     /// `scope`: the scopes the request needs, space-separated.
     pub scope: Option<String>,
-    /// `error`: `invalid_token`, `insufficient_scope`, …
+    /// `error`: `invalid_token`, `insufficient_scope`, `use_dpop_nonce`, …
     pub error: Option<String>,
+    /// The server challenged with the `DPoP` scheme (RFC 9449 §7.1): it takes DPoP-bound
+    /// tokens.
+    pub dpop: bool,
 }
 
 impl Challenge {
@@ -22,28 +26,42 @@ impl Challenge {
     }
 }
 
-/// Finds the Bearer challenge among the header values (a response may carry several
-/// `WWW-Authenticate` headers, and one header may list several challenges). `None` when
-/// there is no Bearer challenge at all.
+/// Finds the Bearer or DPoP challenge among the header values (a response may carry
+/// several `WWW-Authenticate` headers, and one header may list several challenges). A
+/// server offering both is read for both: parameters from the first one that names them,
+/// and `dpop` set. `None` when there is neither.
 pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
-    values.into_iter().find_map(bearer_in)
+    let mut merged: Option<Challenge> = None;
+    for found in values.into_iter().flat_map(challenges_in) {
+        let into = merged.get_or_insert_with(Challenge::default);
+        into.dpop |= found.dpop;
+        into.resource_metadata = into.resource_metadata.take().or(found.resource_metadata);
+        into.scope = into.scope.take().or(found.scope);
+        into.error = into.error.take().or(found.error);
+    }
+    merged
 }
 
-fn bearer_in(header: &str) -> Option<Challenge> {
+/// The Bearer and DPoP challenges of one header value, in order.
+fn challenges_in(header: &str) -> Vec<Challenge> {
     let mut parser = Parser { rest: header };
-    let mut found: Option<Challenge> = None;
+    let mut all = Vec::new();
+    // Parameters belong to the last scheme named; `None` while that scheme is another one.
+    let mut current: Option<usize> = None;
     while let Some(item) = parser.next_item() {
         match item {
             Item::Scheme(scheme) => {
-                if found.is_some() {
-                    break; // the Bearer challenge ended where the next scheme begins
-                }
-                if scheme.eq_ignore_ascii_case("bearer") {
-                    found = Some(Challenge::default());
-                }
+                let dpop = scheme.eq_ignore_ascii_case("dpop");
+                current = (dpop || scheme.eq_ignore_ascii_case("bearer")).then(|| {
+                    all.push(Challenge {
+                        dpop,
+                        ..Challenge::default()
+                    });
+                    all.len() - 1
+                });
             }
             Item::Param(name, value) => {
-                if let Some(challenge) = found.as_mut() {
+                if let Some(challenge) = current.and_then(|i| all.get_mut(i)) {
                     let slot = match name.to_ascii_lowercase().as_str() {
                         "resource_metadata" => &mut challenge.resource_metadata,
                         "scope" => &mut challenge.scope,
@@ -55,7 +73,7 @@ fn bearer_in(header: &str) -> Option<Challenge> {
             }
         }
     }
-    found
+    all
 }
 
 enum Item<'a> {
@@ -184,5 +202,22 @@ mod tests {
         assert_eq!(bearer(["Bearer"]), Some(Challenge::default()));
         assert_eq!(bearer([r#"Basic realm="x""#]), None);
         assert_eq!(bearer(["Bearer abc=="]), Some(Challenge::default()));
+    }
+
+    #[test]
+    fn reads_dpop_challenges_alone_and_beside_bearer() {
+        // RFC 9449 §7.1's example, and a server offering both schemes.
+        let c = bearer([r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#]).unwrap();
+        assert!(c.dpop);
+        assert_eq!(c.error.as_deref(), Some("use_dpop_nonce"));
+        let both = bearer([
+            r#"Bearer resource_metadata="https://h/prm""#,
+            r#"DPoP algs="ES256 PS256", scope="s""#,
+        ])
+        .unwrap();
+        assert!(both.dpop);
+        assert_eq!(both.resource_metadata.as_deref(), Some("https://h/prm"));
+        assert_eq!(both.scope.as_deref(), Some("s"));
+        assert!(!bearer(["Bearer"]).unwrap().dpop);
     }
 }

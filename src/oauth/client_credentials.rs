@@ -46,7 +46,8 @@ impl ServerAuth {
             ));
         }
         let scope = self.scope(&found, challenge);
-        self.login_client_credentials(&found, scope.as_deref())
+        let key = self.login_key(&found, challenge)?;
+        self.login_client_credentials(&found, scope.as_deref(), key)
             .await
     }
 
@@ -54,6 +55,7 @@ impl ServerAuth {
         &self,
         found: &Discovered,
         scope: Option<&str>,
+        key: Option<super::dpop::DpopKey>,
     ) -> Result<Grant, String> {
         let client_id = self.settings.client_id.clone().ok_or(
             "the client credentials grant needs --client-id with --client-secret or --client-key",
@@ -79,11 +81,18 @@ impl ServerAuth {
             form.push(("resource", resource));
         }
         let answer = self
-            .token_request_at(found, form, &client)
+            .token_request_at(found, form, &client, key.as_ref())
             .await
             .map_err(|f| match f {
                 TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
             })?;
-        self.keep_login(answer, found, &client_id, scope, "client credentials")
+        self.keep_login(
+            answer,
+            found,
+            &client_id,
+            scope,
+            "client credentials",
+            key.as_ref(),
+        )
     }
 }

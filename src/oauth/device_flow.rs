@@ -20,23 +20,8 @@ impl ServerAuth {
         let found = discover(&self.http, &self.server, challenge).await?;
         let endpoint = device::endpoint(found.server.device_authorization_endpoint.as_ref())?;
         let scope = self.scope(&found, challenge);
-        let client = match &self.settings.client_id {
-            Some(client_id) => self.configured_client(client_id, &found),
-            None => {
-                let document = self.store.load()?;
-                match document
-                    .registrations
-                    .get(&found.server.issuer)
-                    .filter(|r| still_valid(r, unix_now()))
-                {
-                    Some(cached) => cached.clone(),
-                    None => {
-                        self.register_and_keep(&found, None, scope.as_deref())
-                            .await?
-                    }
-                }
-            }
-        };
+        let key = self.login_key(&found, challenge)?;
+        let client = self.device_client(&found, scope.as_deref()).await?;
         let resource = self.resource_for(&found);
         let fetched = self
             .authenticated_post(
@@ -44,6 +29,7 @@ impl ServerAuth {
                 request_form(&client.client_id, scope.as_deref(), resource.as_deref()),
                 &client,
                 &found.server.issuer,
+                None,
             )
             .await?;
         if !fetched.status.is_success() {
@@ -65,12 +51,14 @@ impl ServerAuth {
                 ));
             }
             let form = poll_form(&answer.device_code, &client.client_id, resource.as_deref());
+            let proof = self.token_proof(key.as_ref(), &found.server.token_endpoint)?;
             let fetched = match self
                 .authenticated_post(
                     &found.server.token_endpoint,
                     form,
                     &client,
                     &found.server.issuer,
+                    proof.as_ref(),
                 )
                 .await
             {
@@ -80,6 +68,10 @@ impl ServerAuth {
                     continue;
                 }
             };
+            // A DPoP nonce asked for is carried by the next poll, which comes anyway.
+            if key.is_some() && self.note_as_nonce(&fetched) {
+                continue;
+            }
             if fetched.status.is_success() {
                 let content_type = fetched
                     .headers
@@ -96,6 +88,7 @@ impl ServerAuth {
                     &client.client_id,
                     scope.as_deref(),
                     "a device code",
+                    key.as_ref(),
                 );
             }
             let error = serde_json::from_slice::<serde_json::Value>(&fetched.body)
@@ -106,6 +99,27 @@ impl ServerAuth {
                 return Err(message);
             }
             interval = next_interval(interval, &poll);
+        }
+    }
+
+    /// The client for a device login: the one given with --client-id, the registration
+    /// kept for this issuer, or a new one (no redirect URI).
+    async fn device_client(
+        &self,
+        found: &super::discovery::Discovered,
+        scope: Option<&str>,
+    ) -> Result<super::store::Registration, String> {
+        if let Some(client_id) = &self.settings.client_id {
+            return Ok(self.configured_client(client_id, found));
+        }
+        let document = self.store.load()?;
+        match document
+            .registrations
+            .get(&found.server.issuer)
+            .filter(|r| still_valid(r, unix_now()))
+        {
+            Some(cached) => Ok(cached.clone()),
+            None => self.register_and_keep(found, None, scope).await,
         }
     }
 }

@@ -168,6 +168,7 @@ async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, String> {
             grant_types_supported: None,
             iss_parameter_supported: false,
             client_id_metadata_documents: false,
+            dpop_algs: Vec::new(),
         },
         legacy_defaults: true,
     })

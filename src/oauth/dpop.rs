@@ -10,6 +10,7 @@ use aws_lc_rs::digest::{SHA256, digest};
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use super::pkce::random_token;
@@ -23,6 +24,19 @@ pub const USE_NONCE: &str = "use_dpop_nonce";
 /// The longest nonce a server may ask for (RFC 9449 §8: a nonce is opaque; one that would
 /// not fit a header line is not one).
 const MAX_NONCE: usize = 1024;
+
+/// `--dpop`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum DpopMode {
+    /// Bind every login's tokens; a server that issues a Bearer token anyway is refused.
+    Always,
+    /// Bind when the authorization server lists ES256 in
+    /// `dpop_signing_alg_values_supported`, or the server challenges with `DPoP`.
+    #[default]
+    Auto,
+    /// Never bind (Bearer tokens only).
+    Never,
+}
 
 /// A login's DPoP key.
 pub struct DpopKey {
@@ -96,15 +110,29 @@ impl DpopKey {
         access_token: Option<&str>,
         nonce: Option<&str>,
     ) -> Result<Secret, String> {
+        let ath = access_token.map(ath);
+        self.proof_at(method, &htu(url), now, ath.as_deref(), nonce)
+    }
+
+    /// [`DpopKey::proof`] with `htu` and `ath` already made (see [`htu`], [`htu_of_uri`]
+    /// and [`ath`]): a resource request signs many proofs for one token.
+    pub fn proof_at(
+        &self,
+        method: &str,
+        htu: &str,
+        now: u64,
+        ath: Option<&str>,
+        nonce: Option<&str>,
+    ) -> Result<Secret, String> {
         let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": self.jwk()});
         let mut claims = json!({
             "jti": random_token(16).expose(),
             "htm": method,
-            "htu": htu(url),
+            "htu": htu,
             "iat": now,
         });
-        if let Some(token) = access_token {
-            claims["ath"] = Value::String(ath(token));
+        if let Some(ath) = ath {
+            claims["ath"] = Value::String(ath.to_owned());
         }
         if let Some(nonce) = nonce {
             claims["nonce"] = Value::String(nonce.to_owned());
@@ -127,6 +155,13 @@ pub fn htu(url: &url::Url) -> String {
     bare.set_query(None);
     bare.set_fragment(None);
     bare.to_string()
+}
+
+/// `htu` for a request URI as the HTTP layer holds it: scheme, authority and path.
+pub fn htu_of_uri(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("https");
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    format!("{scheme}://{authority}{}", uri.path())
 }
 
 /// `ath`: the access token's SHA-256, base64url.

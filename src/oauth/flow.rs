@@ -8,12 +8,13 @@ use url::Url;
 
 use super::challenge::{self, Challenge};
 use super::discovery::{Discovered, discover};
-use super::http::{BasicAuth, Fetched, OAuthHttp};
+use super::dpop::DpopKey;
+use super::http::{Fetched, OAuthHttp};
 use super::registration::{choose_auth_method, register};
 use super::store::backend::TokenStore;
 use super::store::lock::ServerLock;
 use super::store::{Grant, Registration, grant_key};
-use super::token::{Issued, TokenFailure, grant_from, read_answer, refresh_form, unix_now};
+use super::token::{Issued, TokenFailure, grant_from, refresh_form, unix_now};
 use crate::secret::Secret;
 
 /// Which RFC 8707 `resource` to send.
@@ -47,6 +48,8 @@ pub struct Settings {
     pub client_credentials: bool,
     /// `--client-key`: sign client assertions (`private_key_jwt`) with this key.
     pub client_key: Option<std::sync::Arc<super::jwt::ClientKey>>,
+    /// `--dpop`: when logins bind their tokens to a key (RFC 9449).
+    pub dpop: super::dpop::DpopMode,
 }
 
 /// One server's OAuth state: where its grant is stored and how to get a new one.
@@ -55,6 +58,8 @@ pub struct ServerAuth {
     pub store: TokenStore,
     pub server: Url,
     pub settings: Settings,
+    /// The authorization server's latest DPoP nonce (RFC 9449 §8), for the next proof.
+    pub as_nonce: std::sync::Mutex<Option<String>>,
 }
 
 impl ServerAuth {
@@ -141,12 +146,13 @@ impl ServerAuth {
         }
         let found = discover(&self.http, &self.server, challenge).await?;
         let scope = self.scope(&found, challenge);
+        let key = self.login_key(&found, challenge)?;
         if self.uses_client_credentials(&found) {
             return self
-                .login_client_credentials(&found, scope.as_deref())
+                .login_client_credentials(&found, scope.as_deref(), key)
                 .await;
         }
-        self.login_browser(&found, scope.as_deref()).await
+        self.login_browser(&found, scope.as_deref(), key).await
     }
 
     /// Exchanges the grant's refresh token. On success the new grant is stored (a rotated
@@ -177,8 +183,15 @@ impl ServerAuth {
         })?;
         let resource = grant.resource.clone();
         let form = refresh_form(&refresh_token, &client.client_id, resource.as_deref());
+        // A bound token's refresh is proved with the same key, which keeps the binding.
+        let key = grant
+            .dpop_key
+            .as_ref()
+            .map(DpopKey::from_stored)
+            .transpose()
+            .map_err(TokenFailure::Dead)?;
         let outcome = self
-            .token_request(&endpoint, form, &client, &grant.issuer)
+            .token_request(&endpoint, form, &client, &grant.issuer, key.as_ref())
             .await;
         let mut document = self.store.load().map_err(TokenFailure::Passing)?;
         match outcome {
@@ -238,79 +251,6 @@ impl ServerAuth {
             .filter(|s| !s.trim().is_empty())
     }
 
-    pub(super) async fn token_request(
-        &self,
-        endpoint: &Url,
-        form: Vec<(&'static str, &str)>,
-        client: &Registration,
-        issuer: &str,
-    ) -> Result<super::token::TokenAnswer, TokenFailure> {
-        let fetched = self
-            .authenticated_post(endpoint, form, client, issuer)
-            .await
-            .map_err(TokenFailure::Passing)?;
-        let content_type = fetched
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        read_answer(fetched.status, content_type, &fetched.body)
-    }
-
-    /// A token request to the discovered server's token endpoint.
-    pub(super) async fn token_request_at(
-        &self,
-        found: &Discovered,
-        form: Vec<(&'static str, &str)>,
-        client: &Registration,
-    ) -> Result<super::token::TokenAnswer, TokenFailure> {
-        self.token_request(
-            &found.server.token_endpoint,
-            form,
-            client,
-            &found.server.issuer,
-        )
-        .await
-    }
-
-    /// POSTs a form to an endpoint of the authorization server with the client's
-    /// credentials in the way the client is registered for.
-    pub(super) async fn authenticated_post(
-        &self,
-        endpoint: &Url,
-        mut form: Vec<(&'static str, &str)>,
-        client: &Registration,
-        issuer: &str,
-    ) -> Result<Fetched, String> {
-        let assertion;
-        if client.token_endpoint_auth_method == "private_key_jwt"
-            && let Some(key) = &self.settings.client_key
-        {
-            // The audience is the authorization server, named by its issuer (RFC 7523 §3).
-            assertion = key.assertion(&client.client_id, issuer, unix_now())?;
-            form.retain(|(k, _)| *k != "client_id");
-            form.push(("client_id", &client.client_id));
-            form.push(("client_assertion_type", super::jwt::ASSERTION_TYPE));
-            form.push(("client_assertion", assertion.expose()));
-            return self.http.post_form(endpoint, &form, None).await;
-        }
-        let secret = client.client_secret.as_ref().map(Secret::expose);
-        let basic = match (client.token_endpoint_auth_method.as_str(), secret) {
-            ("client_secret_basic", Some(secret)) => {
-                form.retain(|(k, _)| *k != "client_id");
-                Some(BasicAuth {
-                    client_id: &client.client_id,
-                    client_secret: secret,
-                })
-            }
-            ("client_secret_post", Some(secret)) => {
-                form.push(("client_secret", secret));
-                None
-            }
-            _ => None,
-        };
-        self.http.post_form(endpoint, &form, basic).await
-    }
-
     /// The client given with --client-id (and --client-secret), authenticating the way the
     /// server's metadata allows.
     pub(super) fn configured_client(&self, client_id: &str, found: &Discovered) -> Registration {
@@ -355,8 +295,10 @@ impl ServerAuth {
         client_id: &str,
         scope: Option<&str>,
         how: &str,
+        key: Option<&DpopKey>,
     ) -> Result<Grant, String> {
         let resource = self.resource_for(found);
+        let dpop_key = self.binding_of(&answer, key)?;
         let mut grant = grant_from(
             answer,
             &Issued {
@@ -374,8 +316,14 @@ impl ServerAuth {
             .revocation_endpoint
             .as_ref()
             .map(|u| u.to_string());
+        grant.dpop_key = dpop_key;
         self.store_grant(&grant)?;
-        tracing::info!(issuer = %found.server.issuer, "logged in with {how}");
+        let bound = if grant.dpop_key.is_some() {
+            " (DPoP-bound)"
+        } else {
+            ""
+        };
+        tracing::info!(issuer = %found.server.issuer, "logged in with {how}{bound}");
         Ok(grant)
     }
 

@@ -64,10 +64,22 @@ impl OAuthHttp {
         form: &[(&str, &str)],
         basic: Option<BasicAuth<'_>>,
     ) -> Result<Fetched, String> {
+        self.post_form_with(url, form, basic, HeaderMap::new())
+            .await
+    }
+
+    /// [`OAuthHttp::post_form`] with `extra` headers (a DPoP proof).
+    pub async fn post_form_with(
+        &self,
+        url: &Url,
+        form: &[(&str, &str)],
+        basic: Option<BasicAuth<'_>>,
+        extra: HeaderMap,
+    ) -> Result<Fetched, String> {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(form)
             .finish();
-        let mut headers = HeaderMap::new();
+        let mut headers = extra;
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         headers.insert(
             CONTENT_TYPE,

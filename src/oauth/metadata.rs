@@ -34,6 +34,8 @@ struct Published {
     authorization_response_iss_parameter_supported: bool,
     #[serde(default)]
     client_id_metadata_document_supported: bool,
+    #[serde(default)]
+    dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 /// An authorization server whose metadata passed every check.
@@ -53,6 +55,9 @@ pub struct AuthorizationServer {
     pub grant_types_supported: Option<Vec<String>>,
     pub iss_parameter_supported: bool,
     pub client_id_metadata_documents: bool,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): the server binds tokens to
+    /// keys of these algorithms; empty when it does not say.
+    pub dpop_algs: Vec<String>,
 }
 
 /// How strictly the document's `issuer` must match the one it was fetched for.
@@ -120,6 +125,7 @@ pub fn authorization_server(
         grant_types_supported: doc.grant_types_supported,
         iss_parameter_supported: doc.authorization_response_iss_parameter_supported,
         client_id_metadata_documents: doc.client_id_metadata_document_supported,
+        dpop_algs: doc.dpop_signing_alg_values_supported.unwrap_or_default(),
         issuer,
     })
 }

@@ -7,6 +7,7 @@
 //! tool's file imported, a cross-process lock).
 
 pub mod authorize;
+pub mod binding;
 mod browser_flow;
 pub mod callback;
 pub mod challenge;
@@ -20,11 +21,13 @@ pub mod http;
 pub mod jwt;
 pub mod metadata;
 pub mod pkce;
+pub mod presented;
 pub mod provider;
 pub mod registration;
 pub mod revoke;
 pub mod store;
 pub mod token;
+mod token_request;
 pub mod wellknown;
 
 /// How logins are made and where they are kept: what the relay needs to use OAuth for its
@@ -51,6 +54,7 @@ impl OAuthConfig {
             store: self.store.open()?,
             server,
             settings: self.settings.clone(),
+            as_nonce: std::sync::Mutex::new(None),
         })
     }
 }

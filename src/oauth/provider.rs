@@ -3,10 +3,9 @@
 //! and a browser login is allowed. One refresh or login at a time: concurrent requests that
 //! all met a 401 share it.
 
-use http::HeaderValue;
-
 use super::challenge::Challenge;
 use super::flow::ServerAuth;
+use super::presented::{Presented, ServerNonce};
 use super::store::Grant;
 use super::token::{TokenFailure, needs_refresh, unix_now};
 
@@ -18,7 +17,22 @@ pub struct TokenProvider {
     /// May this process run a browser login (`--oauth`), or only use and refresh a grant
     /// made by `mcp-stdio login`?
     interactive: bool,
-    current: tokio::sync::Mutex<Option<Grant>>,
+    current: tokio::sync::Mutex<Option<Held>>,
+    /// The resource server's latest DPoP nonce, for the next proof.
+    rs_nonce: ServerNonce,
+}
+
+/// The grant in use, and how requests present it (its DPoP key read once).
+struct Held {
+    grant: Grant,
+    presented: Presented,
+}
+
+impl Held {
+    fn new(grant: Grant) -> Held {
+        let presented = Presented::of(&grant);
+        Held { grant, presented }
+    }
 }
 
 impl TokenProvider {
@@ -43,7 +57,8 @@ impl TokenProvider {
             session,
             stepped_up: std::sync::Mutex::new(std::collections::HashSet::new()),
             interactive,
-            current: tokio::sync::Mutex::new(stored),
+            current: tokio::sync::Mutex::new(stored.map(Held::new)),
+            rs_nonce: ServerNonce::default(),
         }
     }
 
@@ -52,11 +67,11 @@ impl TokenProvider {
         &self.session
     }
 
-    /// The value for the next request's `Authorization` header; `None` before any login
-    /// (the server's 401 then starts one). Refreshes first when the token is about to expire.
-    pub async fn authorization(&self) -> Option<HeaderValue> {
+    /// How the next request presents the login; `None` before any login (the server's
+    /// 401 then starts one). Refreshes first when the token is about to expire.
+    pub async fn authorization(&self) -> Option<Presented> {
         let mut current = self.current.lock().await;
-        let grant = current.as_ref()?;
+        let grant = &current.as_ref()?.grant;
         let leeway = self.session.settings.refresh_leeway.as_secs();
         if needs_refresh(grant, unix_now(), leeway) && grant.refresh_token.is_some() {
             let _exclusive = self.session.exclusive().await;
@@ -65,12 +80,12 @@ impl TokenProvider {
                 && stored.access_token != grant.access_token
                 && !needs_refresh(&stored, unix_now(), leeway)
             {
-                *current = Some(stored);
-                return current.as_ref().map(header_value);
+                *current = Some(Held::new(stored));
+                return current.as_ref().map(|held| held.presented.clone());
             }
-            let grant = current.clone()?;
+            let grant = grant.clone();
             match self.session.refresh(&grant).await {
-                Ok(fresh) => *current = Some(fresh),
+                Ok(fresh) => *current = Some(Held::new(fresh)),
                 Err(TokenFailure::Passing(e)) => {
                     tracing::warn!("could not refresh the access token ahead of expiry: {e}");
                 }
@@ -80,35 +95,35 @@ impl TokenProvider {
                 }
             }
         }
-        current.as_ref().map(header_value)
+        current.as_ref().map(|held| held.presented.clone())
     }
 
     /// Called after a 401 to a request that carried `sent`. Returns the value to retry
     /// with, or the message the host should see.
     pub async fn after_unauthorized(
         &self,
-        sent: Option<&HeaderValue>,
+        sent: Option<&Presented>,
         challenge: Option<Challenge>,
-    ) -> Result<HeaderValue, String> {
+    ) -> Result<Presented, String> {
         let mut current = self.current.lock().await;
         // Another request already replaced the token that was refused: use the new one.
-        if let Some(grant) = current.as_ref() {
-            let now = header_value(grant);
-            if sent != Some(&now) {
-                return Ok(now);
-            }
+        if let Some(held) = current.as_ref()
+            && sent != Some(&held.presented)
+        {
+            return Ok(held.presented.clone());
         }
         // From here on one process at a time: another relay may be refreshing or logging in.
         let _exclusive = self.session.exclusive().await;
         // The disk may hold a newer grant (a `login` in another terminal, another relay).
-        if let Ok(Some(stored)) = self.session.stored()
-            && Some(header_value(&stored)) != sent.cloned()
-        {
-            let value = header_value(&stored);
-            *current = Some(stored);
-            return Ok(value);
+        if let Ok(Some(stored)) = self.session.stored() {
+            let held = Held::new(stored);
+            if Some(&held.presented) != sent {
+                let value = held.presented.clone();
+                *current = Some(held);
+                return Ok(value);
+            }
         }
-        if let Some(grant) = current.clone()
+        if let Some(grant) = current.as_ref().map(|held| held.grant.clone())
             && !self
                 .session
                 .issuer_still_current(&grant, challenge.as_ref())
@@ -120,13 +135,14 @@ impl TokenProvider {
             );
             *current = None;
         }
-        if let Some(grant) = current.clone()
+        if let Some(grant) = current.as_ref().map(|held| held.grant.clone())
             && grant.refresh_token.is_some()
         {
             match self.session.refresh(&grant).await {
                 Ok(fresh) => {
-                    let value = header_value(&fresh);
-                    *current = Some(fresh);
+                    let held = Held::new(fresh);
+                    let value = held.presented.clone();
+                    *current = Some(held);
                     return Ok(value);
                 }
                 Err(TokenFailure::Passing(e)) => {
@@ -151,8 +167,9 @@ impl TokenProvider {
         } else {
             self.session.login_unattended(challenge.as_ref()).await?
         };
-        let value = header_value(&grant);
-        *current = Some(grant);
+        let held = Held::new(grant);
+        let value = held.presented.clone();
+        *current = Some(held);
         Ok(value)
     }
 }
@@ -162,18 +179,18 @@ impl TokenProvider {
     /// scopes held and the scopes the challenge names (2026-07-28 step-up), once per set.
     pub async fn after_insufficient_scope(
         &self,
-        sent: Option<&HeaderValue>,
+        sent: Option<&Presented>,
         challenge: Challenge,
-    ) -> Result<HeaderValue, String> {
+    ) -> Result<Presented, String> {
         let mut current = self.current.lock().await;
-        if let Some(grant) = current.as_ref()
-            && sent != Some(&header_value(grant))
+        if let Some(held) = current.as_ref()
+            && sent != Some(&held.presented)
         {
-            return Ok(header_value(grant)); // someone already stepped up
+            return Ok(held.presented.clone()); // someone already stepped up
         }
         let held = current
             .as_ref()
-            .and_then(|g| g.scope.clone())
+            .and_then(|held| held.grant.scope.clone())
             .unwrap_or_default();
         let wanted = union(&held, &challenge.scopes());
         if wanted == union(&held, &[]) {
@@ -202,11 +219,38 @@ impl TokenProvider {
             scope: Some(wanted),
             error: Some("insufficient_scope".into()),
             resource_metadata: challenge.resource_metadata,
+            dpop: challenge.dpop,
         };
         let grant = self.session.login(Some(&step_up)).await?;
-        let value = header_value(&grant);
-        *current = Some(grant);
+        let held = Held::new(grant);
+        let value = held.presented.clone();
+        *current = Some(held);
         Ok(value)
+    }
+}
+
+impl TokenProvider {
+    /// Puts `presented` into a request's headers, with a DPoP proof for `method` on `uri`
+    /// carrying the resource server's latest nonce when the token is bound.
+    pub fn stamp(
+        &self,
+        presented: &Presented,
+        headers: &mut http::HeaderMap,
+        method: &str,
+        uri: &http::Uri,
+    ) {
+        self.rs_nonce.stamp(presented, headers, method, uri);
+    }
+
+    /// Reads a resource server's answer to a request that presented `presented`; true
+    /// when it asked for a (new) DPoP nonce, worth one more try (RFC 9449 §9).
+    pub fn note_answer(
+        &self,
+        presented: &Presented,
+        status: u16,
+        headers: &http::HeaderMap,
+    ) -> bool {
+        self.rs_nonce.note(presented, status, headers)
     }
 }
 
@@ -219,12 +263,4 @@ fn union(held: &str, more: &[&str]) -> String {
     all.sort_unstable();
     all.dedup();
     all.join(" ")
-}
-
-/// `Bearer <token>`, marked sensitive so no HTTP layer logs it.
-fn header_value(grant: &Grant) -> HeaderValue {
-    let mut value = HeaderValue::from_str(&format!("Bearer {}", grant.access_token.expose()))
-        .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
-    value.set_sensitive(true);
-    value
 }

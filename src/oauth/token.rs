@@ -158,6 +158,7 @@ pub fn grant_from(
         client_id: issued.client_id.to_owned(),
         resource: issued.resource.map(str::to_owned),
         revocation_endpoint: previous.and_then(|p| p.revocation_endpoint.clone()),
+        dpop_key: previous.and_then(|p| p.dpop_key.clone()),
     }
 }
 

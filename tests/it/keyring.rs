@@ -43,6 +43,7 @@ fn the_secret_service_stores_reads_and_deletes_logins() {
             client_id: "c".into(),
             resource: None,
             revocation_endpoint: None,
+            dpop_key: None,
         },
     );
     store.save(&document).unwrap();

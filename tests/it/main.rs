@@ -13,6 +13,7 @@ mod hot_functions;
 mod keyring;
 mod layers;
 mod oauth;
+mod oauth_dpop;
 mod policy_check;
 mod relay_answers;
 mod relay_audit;

@@ -258,6 +258,7 @@ mod tests {
                 client_id: "client-1".into(),
                 resource: Some("https://example.com/mcp".into()),
                 revocation_endpoint: None,
+                dpop_key: None,
             },
         );
         doc.registrations.insert(

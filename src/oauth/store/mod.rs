@@ -57,6 +57,11 @@ pub struct Grant {
     /// Where `logout` revokes the grant (RFC 7009), when the server has such an endpoint.
     #[serde(default)]
     pub revocation_endpoint: Option<String>,
+    /// The DPoP key the access token is bound to (RFC 9449; base64 PKCS#8, a secret kept
+    /// as tokens are): every request with the token, and every refresh, is signed with it.
+    /// `None` for a Bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<Secret>,
 }
 
 fn bearer() -> String {
@@ -157,6 +162,7 @@ mod tests {
             client_id: "c".into(),
             resource: None,
             revocation_endpoint: None,
+            dpop_key: None,
         };
         let shown = format!("{grant:?}");
         assert!(

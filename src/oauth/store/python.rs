@@ -96,6 +96,7 @@ pub fn import(path: &Path) -> Result<Option<Document>, String> {
                 client_id,
                 resource,
                 revocation_endpoint: None,
+                dpop_key: None,
             },
         );
     }

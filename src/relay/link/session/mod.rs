@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use url::Url;
 
@@ -18,6 +18,7 @@ use crate::http::client::HttpClient;
 use crate::http::response::{HttpError, Response};
 use crate::http::sse::root_cause;
 use crate::jsonrpc::message;
+use crate::oauth::presented::Presented;
 use crate::oauth::provider::TokenProvider;
 use crate::relay::config::RelayConfig;
 use crate::relay::gate::Failure;
@@ -172,12 +173,19 @@ impl Upstream {
             .host_initialize_params = Some(params);
     }
 
-    /// The OAuth `Authorization` value for the next request, if the server uses OAuth and
-    /// a login exists.
-    async fn current_authorization(&self) -> Option<HeaderValue> {
+    /// How the next request presents the OAuth login, if the server uses OAuth and a
+    /// login exists.
+    async fn current_authorization(&self) -> Option<Presented> {
         match &self.auth {
             Some(auth) => auth.authorization().await,
             None => None,
+        }
+    }
+
+    /// Puts the login into a request's headers (with its DPoP proof when bound).
+    fn stamp(&self, presented: &Presented, headers: &mut HeaderMap, method: &str, uri: &Uri) {
+        if let Some(auth) = &self.auth {
+            auth.stamp(presented, headers, method, uri);
         }
     }
 
@@ -293,8 +301,8 @@ impl Upstream {
             return;
         }
         let (mut headers, _, _) = self.headers(ACCEPT_BOTH, true);
-        if let Some(value) = self.current_authorization().await {
-            headers.insert(AUTHORIZATION, value);
+        if let Some(presented) = self.current_authorization().await {
+            self.stamp(&presented, &mut headers, "DELETE", &self.uri);
         }
         headers.remove(CONTENT_TYPE);
         let request = self.client.send(

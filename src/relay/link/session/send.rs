@@ -8,13 +8,14 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use http::HeaderMap;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Method, StatusCode, Uri};
 
 use super::{ACCEPT_BOTH, ACCEPT_SSE, LAST_EVENT_ID, Posted, SESSION_ID, Upstream, Wire};
 use crate::http::response::{ErrorKind, HttpError, Response};
 use crate::http::sse::root_cause;
 use crate::oauth::challenge::{self, Challenge};
+use crate::oauth::presented::Presented;
 use crate::relay::gate::Failure;
 use crate::relay::link::response::requested_delay;
 
@@ -95,10 +96,11 @@ impl Upstream {
         let mut authorization = self.current_authorization().await;
         let mut reauthorized = false;
         let mut stepped_up = false;
+        let mut nonce_retried = false;
         loop {
             let (mut headers, generation, carried_session) = self.post_headers(wire);
-            if let Some(value) = &authorization {
-                headers.insert(AUTHORIZATION, value.clone());
+            if let Some(presented) = &authorization {
+                self.stamp(presented, &mut headers, "POST", target);
             }
             for (name, value) in trace.iter().flat_map(|t| t.headers()) {
                 if let Ok(value) = http::HeaderValue::from_str(value) {
@@ -112,6 +114,14 @@ impl Upstream {
             let retries_left = attempt < self.max_retries;
             attempt += 1;
             match sent {
+                // A DPoP proof without the nonce the server now wants: the same token
+                // again, with a proof that carries it, once (RFC 9449 §9).
+                Ok(response)
+                    if !nonce_retried && self.asks_for_nonce(authorization.as_ref(), &response) =>
+                {
+                    nonce_retried = true;
+                    attempt -= 1;
+                }
                 // A refused token: refresh it (or log in) once, then send again; not enough
                 // scope: log in again for the union of scopes (step-up), once. The request
                 // was not executed, so this is safe for any method and costs no retry.
@@ -182,12 +192,23 @@ impl Upstream {
         }
     }
 
-    /// A new `Authorization` after a refusal worth one more try.
+    /// Whether the answer to a request that presented `sent` asks for a (new) DPoP nonce;
+    /// any nonce it carries is kept for the next proof.
+    fn asks_for_nonce(&self, sent: Option<&Presented>, response: &Response) -> bool {
+        match (&self.auth, sent) {
+            (Some(auth), Some(sent)) => {
+                auth.note_answer(sent, response.status().as_u16(), response.headers())
+            }
+            _ => false,
+        }
+    }
+
+    /// A new login to present after a refusal worth one more try.
     async fn fresh_authorization(
         &self,
         why: Reauthorize,
-        sent: Option<&HeaderValue>,
-    ) -> Result<HeaderValue, Failure> {
+        sent: Option<&Presented>,
+    ) -> Result<Presented, Failure> {
         let auth = self.auth.as_ref().expect("only with a login to renew");
         let (fresh, status) = match why {
             Reauthorize::Refused(challenge) => {
@@ -239,8 +260,8 @@ impl Upstream {
         long_lived: bool,
     ) -> Result<Response, HttpError> {
         let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
-        if let Some(value) = self.current_authorization().await {
-            headers.insert(AUTHORIZATION, value);
+        if let Some(presented) = self.current_authorization().await {
+            self.stamp(&presented, &mut headers, "GET", &self.uri);
         }
         headers.remove(CONTENT_TYPE);
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
