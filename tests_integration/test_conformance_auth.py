@@ -2,7 +2,8 @@
 way to the scenario's protected server is `mcp-stdio URL --oauth` (clients/conformance_auth_client.py),
 with a `$BROWSER` stand-in that follows the authorization redirect.
 
-21 of the suite's 22 pass (the list, and the one not run, are in helpers/conformance.py).
+All 21 of the suite's scored scenarios pass (the list is in helpers/conformance.py; the
+extension scenarios are in test_conformance_enterprise.py).
 """
 
 import pytest

@@ -9,6 +9,7 @@ use url::Url;
 use super::{non_negative_seconds, positive_seconds};
 use crate::oauth::dpop::DpopMode;
 use crate::oauth::flow::{Resource, Settings};
+use crate::oauth::idp::IdpSettings;
 use crate::oauth::jwt::ClientKey;
 use crate::oauth::store::backend::Choice;
 use crate::oauth::store::file::FileStore;
@@ -92,6 +93,36 @@ pub struct OAuthArgs {
     /// Refresh the access token this many seconds before it expires.
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = non_negative_seconds, allow_hyphen_values = true)]
     pub oauth_refresh_leeway: Duration,
+
+    /// Log in as a workload (SEP-1933): the JWT in FILE (a Kubernetes service-account
+    /// token, a CI job's OIDC token), read again at every token request, traded with the
+    /// JWT bearer grant; no client secret, no browser.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["client_credentials", "oauth_device", "idp_issuer"])]
+    pub workload_token_file: Option<PathBuf>,
+
+    /// Enterprise-managed authorization (SEP-990): your organisation's identity provider,
+    /// whose ID token is exchanged there for an ID-JAG the MCP server's authorization
+    /// server accepts (no consent screen per server). Needs --idp-client-id and --client-id.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["client_credentials", "oauth_device"])]
+    pub idp_issuer: Option<String>,
+
+    /// Our client at the identity provider (--idp-issuer).
+    #[arg(long, value_name = "ID", requires = "idp_issuer")]
+    pub idp_client_id: Option<String>,
+
+    /// That client's secret at the identity provider, if it has one.
+    #[arg(
+        long,
+        env = "MCP_IDP_CLIENT_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    pub idp_client_secret: Option<String>,
+
+    /// An ID token from the identity provider obtained elsewhere (read at each login)
+    /// instead of a browser login there.
+    #[arg(long, value_name = "FILE", requires = "idp_issuer")]
+    pub idp_id_token_file: Option<PathBuf>,
 
     /// Bind tokens to a key with DPoP (RFC 9449): `auto` when the authorization server
     /// or the MCP server asks for it, `always`, or `never`.
@@ -184,7 +215,41 @@ impl OAuthArgs {
                 })
                 .transpose()?,
             dpop: self.dpop,
+            workload_token_file: self.workload_token_file.clone(),
+            idp: self.idp()?,
         })
+    }
+
+    /// The identity provider of enterprise-managed authorization, checked.
+    fn idp(&self) -> Result<Option<IdpSettings>, String> {
+        let Some(issuer) = &self.idp_issuer else {
+            if self.idp_client_secret.is_some() {
+                return Err(
+                    "--idp-client-secret / MCP_IDP_CLIENT_SECRET needs --idp-issuer".into(),
+                );
+            }
+            return Ok(None);
+        };
+        let url = Url::parse(issuer).map_err(|e| {
+            format!("--idp-issuer '{issuer}' is not a URL ({e}); e.g. https://login.example.com")
+        })?;
+        if url.scheme() != "https" && !crate::oauth::wellknown::is_loopback(&url) {
+            return Err(format!(
+                "--idp-issuer '{issuer}' must be https (or a loopback address for testing)"
+            ));
+        }
+        let client_id = self.idp_client_id.clone().ok_or(
+            "--idp-issuer needs --idp-client-id: the client registered for mcp-stdio at the identity provider",
+        )?;
+        if self.client_id.is_none() {
+            return Err("--idp-issuer needs --client-id (and MCP_OAUTH_CLIENT_SECRET): the client registered at the MCP server's authorization server, which takes the ID-JAG".into());
+        }
+        Ok(Some(IdpSettings {
+            issuer: issuer.clone(),
+            client_id,
+            client_secret: self.idp_client_secret.clone().map(Secret::new),
+            id_token_file: self.idp_id_token_file.clone(),
+        }))
     }
 }
 

@@ -28,6 +28,8 @@ impl ServerAuth {
     /// Whether a login needs nobody at the keyboard (so a relay may run it without --oauth).
     pub fn unattended(&self) -> bool {
         self.settings.client_credentials
+            || self.settings.workload_token_file.is_some()
+            || self.settings.idp.is_some()
             || (self.settings.client_id.is_some()
                 && (self.settings.client_secret.is_some() || self.settings.client_key.is_some()))
     }
@@ -39,14 +41,24 @@ impl ServerAuth {
         challenge: Option<&super::challenge::Challenge>,
     ) -> Result<Grant, String> {
         let found = super::discovery::discover(&self.http, &self.server, challenge).await?;
+        let scope = self.scope(&found, challenge);
+        let key = self.login_key(&found, challenge)?;
+        if let Some(path) = &self.settings.workload_token_file {
+            return self
+                .login_workload(path, &found, scope.as_deref(), key)
+                .await;
+        }
+        if let Some(idp) = &self.settings.idp {
+            return self
+                .login_enterprise(idp, &found, scope.as_deref(), key, false)
+                .await;
+        }
         if !self.uses_client_credentials(&found) {
             return Err(format!(
                 "HTTP 401 from upstream: the server requires a user login; run `mcp-stdio login {}` in a terminal, or start the relay with --oauth",
                 self.server
             ));
         }
-        let scope = self.scope(&found, challenge);
-        let key = self.login_key(&found, challenge)?;
         self.login_client_credentials(&found, scope.as_deref(), key)
             .await
     }

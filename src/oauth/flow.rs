@@ -50,6 +50,10 @@ pub struct Settings {
     pub client_key: Option<std::sync::Arc<super::jwt::ClientKey>>,
     /// `--dpop`: when logins bind their tokens to a key (RFC 9449).
     pub dpop: super::dpop::DpopMode,
+    /// `--workload-token-file`: log in as a workload with the JWT in this file (SEP-1933).
+    pub workload_token_file: Option<std::path::PathBuf>,
+    /// `--idp-issuer` and friends: enterprise-managed authorization (SEP-990).
+    pub idp: Option<super::idp::IdpSettings>,
 }
 
 /// One server's OAuth state: where its grant is stored and how to get a new one.
@@ -60,6 +64,9 @@ pub struct ServerAuth {
     pub settings: Settings,
     /// The authorization server's latest DPoP nonce (RFC 9449 §8), for the next proof.
     pub as_nonce: std::sync::Mutex<Option<String>>,
+    /// The last assertion the authorization server refused (its hash) and why: it is not
+    /// presented again.
+    pub refused_assertion: std::sync::Mutex<Option<(String, String)>>,
 }
 
 impl ServerAuth {
@@ -147,6 +154,16 @@ impl ServerAuth {
         let found = discover(&self.http, &self.server, challenge).await?;
         let scope = self.scope(&found, challenge);
         let key = self.login_key(&found, challenge)?;
+        if let Some(path) = &self.settings.workload_token_file {
+            return self
+                .login_workload(path, &found, scope.as_deref(), key)
+                .await;
+        }
+        if let Some(idp) = &self.settings.idp {
+            return self
+                .login_enterprise(idp, &found, scope.as_deref(), key, true)
+                .await;
+        }
         if self.uses_client_credentials(&found) {
             return self
                 .login_client_credentials(&found, scope.as_deref(), key)

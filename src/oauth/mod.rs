@@ -16,9 +16,13 @@ pub mod device;
 mod device_flow;
 pub mod discovery;
 pub mod dpop;
+pub mod enterprise;
 pub mod flow;
 pub mod http;
+pub mod idp;
+mod idp_login;
 pub mod jwt;
+pub mod jwt_bearer;
 pub mod metadata;
 pub mod pkce;
 pub mod presented;
@@ -55,6 +59,7 @@ impl OAuthConfig {
             server,
             settings: self.settings.clone(),
             as_nonce: std::sync::Mutex::new(None),
+            refused_assertion: std::sync::Mutex::new(None),
         })
     }
 }

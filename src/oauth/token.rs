@@ -19,6 +19,12 @@ pub struct TokenAnswer {
     pub expires_in: Option<serde_json::Value>,
     pub refresh_token: Option<Secret>,
     pub scope: Option<String>,
+    /// OpenID Connect's ID token (an identity provider's answer).
+    #[serde(default)]
+    pub id_token: Option<Secret>,
+    /// RFC 8693's `issued_token_type` (a token exchange's answer).
+    #[serde(default)]
+    pub issued_token_type: Option<String>,
 }
 
 /// Why a token request failed, and what that means for the stored grant.
@@ -100,6 +106,8 @@ fn form_answer(body: &[u8]) -> Result<TokenAnswer, String> {
         expires_in: None,
         refresh_token: None,
         scope: None,
+        id_token: None,
+        issued_token_type: None,
     };
     for (k, v) in url::form_urlencoded::parse(body) {
         match k.as_ref() {

@@ -35,6 +35,20 @@ async def main(url: str, scenario: str) -> None:
         with open(key, "w") as f:
             f.write(context["private_key_pem"])
         args += ["--client-key", key]
+    if context.get("valid_jwt"):
+        # Workload identity (SEP-1933): the workload's JWT in a file, as Kubernetes or a CI
+        # provider would leave it.
+        path = os.path.join(state, "workload-token")
+        with open(path, "w") as f:
+            f.write(context["valid_jwt"])
+        args += ["--workload-token-file", path]
+    if context.get("idp_issuer"):
+        # Enterprise-managed authorization (SEP-990): the organisation's identity provider,
+        # and an ID token it issued (the scenario's; a browser login there otherwise).
+        path = os.path.join(state, "id-token")
+        with open(path, "w") as f:
+            f.write(context["idp_id_token"])
+        args += ["--idp-issuer", context["idp_issuer"], "--idp-client-id", context["idp_client_id"], "--idp-id-token-file", path]
     if not context.get("client_id"):
         # Used where the authorization server accepts Client ID Metadata Documents.
         args += ["--client-metadata-url", "https://conformance-test.local/client-metadata.json"]

@@ -29,10 +29,9 @@ AUTH_SHARED = [
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
 ]
-# 0.1.16 only: the 2025-03-26 fallbacks and the client-credentials extension. Not run:
-# auth/cross-app-access-complete-flow (an extension for enterprise identity providers:
-# RFC 8693 token exchange for an ID-JAG, then a JWT bearer grant), which the relay does not
-# implement.
+# 0.1.16 only: the 2025-03-26 fallbacks and the client-credentials extension. The
+# enterprise extensions (DPoP, ID-JAG, workload identity, and 0.1.16's
+# auth/cross-app-access-complete-flow) run in test_conformance_enterprise.py.
 AUTH_2025 = AUTH_SHARED + [
     "auth/2025-03-26-oauth-metadata-backcompat",
     "auth/2025-03-26-oauth-endpoint-fallback",

@@ -139,7 +139,9 @@ impl TokenStore {
 }
 
 fn has_content(document: &Document) -> bool {
-    !document.grants.is_empty() || !document.registrations.is_empty()
+    !document.grants.is_empty()
+        || !document.registrations.is_empty()
+        || !document.idp_logins.is_empty()
 }
 
 #[cfg(all(test, unix))]

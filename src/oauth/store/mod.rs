@@ -92,6 +92,25 @@ pub struct Document {
     /// Keyed by issuer.
     #[serde(default)]
     pub registrations: BTreeMap<String, Registration>,
+    /// Logins at organisations' identity providers (enterprise-managed authorization),
+    /// keyed by [`idp_key`]: one serves every MCP server of the organisation.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub idp_logins: BTreeMap<String, IdpLogin>,
+}
+
+/// An ID token from an organisation's identity provider, and how to renew it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdpLogin {
+    pub id_token: Secret,
+    /// The ID token's `exp` (Unix seconds), when it has one.
+    pub expires_at: Option<u64>,
+    pub refresh_token: Option<Secret>,
+    pub token_endpoint: String,
+}
+
+/// The key an identity provider login is stored under: its issuer and our client there.
+pub fn idp_key(issuer: &str, client_id: &str) -> String {
+    format!("{issuer} client={client_id}")
 }
 
 fn current_version() -> u32 {
