@@ -325,26 +325,51 @@ pub fn status(args: StatusArgs) -> i32 {
         .collect();
     let mut out = std::io::stdout().lock();
     if args.json {
-        let list: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|(key, grant)| {
-                serde_json::json!({
-                    "server": key,
-                    "issuer": grant.issuer,
-                    "scope": grant.scope,
-                    "expires_at": grant.expires_at,
-                    "expires_in_s": grant.expires_at.map(|at| at as i64 - now as i64),
-                    "refresh_token": grant.refresh_token.is_some(),
-                    "token_type": token_type(grant),
-                    "store": backend,
+        let list: Vec<serde_json::Value> =
+            entries
+                .iter()
+                .map(|(key, grant)| {
+                    serde_json::json!({
+                        "server": key,
+                        "issuer": grant.issuer,
+                        "scope": grant.scope,
+                        "expires_at": grant.expires_at,
+                        "expires_in_s": grant.expires_at.map(|at| at as i64 - now as i64),
+                        "refresh_token": grant.refresh_token.is_some(),
+                        "token_type": token_type(grant),
+                        "store": backend,
+                    })
                 })
-            })
-            .collect();
+                .chain(document.idp_logins.iter().filter(|_| filter.is_none()).map(
+                    |(key, login)| {
+                        serde_json::json!({
+                            "identity_provider": key,
+                            "expires_at": login.expires_at,
+                            "refresh_token": login.refresh_token.is_some(),
+                            "store": backend,
+                        })
+                    },
+                ))
+                .collect();
         let _ = writeln!(out, "{}", serde_json::Value::Array(list));
         return 0;
     }
-    if entries.is_empty() {
+    if entries.is_empty() && document.idp_logins.is_empty() {
         let _ = writeln!(out, "no stored logins ({backend})");
+    }
+    // Identity provider logins (enterprise-managed authorization) serve many servers, so
+    // they are listed only when no server was named.
+    for (key, login) in document.idp_logins.iter().filter(|_| filter.is_none()) {
+        let _ = writeln!(
+            out,
+            "identity provider {key}\n  ID token expires: {}\n  refresh: {}\n  store:   {backend}",
+            expiry(login.expires_at, now),
+            if login.refresh_token.is_some() {
+                "yes"
+            } else {
+                "no"
+            },
+        );
     }
     for (key, grant) in entries {
         let _ = writeln!(

@@ -14,6 +14,7 @@ mod keyring;
 mod layers;
 mod oauth;
 mod oauth_dpop;
+mod oauth_enterprise;
 mod policy_check;
 mod relay_answers;
 mod relay_audit;

@@ -605,3 +605,50 @@ async fn a_server_that_keeps_asking_for_new_nonces_gets_one_retry_not_a_loop() {
     let stderr = relay.stderr();
     assert_eq!(leaks(&stderr, &scene.stored()), Vec::<String>::new());
 }
+
+// Multi-threaded: the check runs as a blocking child process while the fake servers keep
+// answering on the other worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_uses_a_bound_login_with_fresh_proofs_and_the_servers_nonce() {
+    let scene = Scene::new(true, 3600).await;
+    *scene.world.rs_nonce.lock().unwrap() = Some("rs-nonce-check".into());
+    let env = scene.env();
+    let output = std::process::Command::new(binary())
+        .args([
+            "check",
+            &scene.upstream.url,
+            "--oauth",
+            "--json",
+            "--token-store",
+            "file",
+            "--log-level",
+            "trace",
+        ])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["auth"]["credential"], "new-login", "{report}");
+    let rs_proofs = scene.world.rs_proofs.lock().unwrap().clone();
+    assert!(rs_proofs.len() >= 2, "{rs_proofs:?}");
+    assert!(
+        rs_proofs.iter().all(|p| p.refused.is_none()),
+        "{rs_proofs:?}"
+    );
+    assert!(
+        rs_proofs
+            .iter()
+            .any(|p| p.claims["nonce"] == "rs-nonce-check"),
+        "the nonce was carried after it was asked for"
+    );
+    assert_eq!(
+        leaks(&(stdout + &stderr), &scene.stored()),
+        Vec::<String>::new()
+    );
+}
