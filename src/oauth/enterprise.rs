@@ -9,7 +9,7 @@ use super::discovery::Discovered;
 use super::dpop::DpopKey;
 use super::flow::ServerAuth;
 use super::http::BasicAuth;
-use super::idp::{IdpEndpoints, IdpSettings, idp_metadata, idp_metadata_urls};
+use super::idp::{IdpEndpoints, IdpSettings, idp_endpoints};
 use super::store::Grant;
 use super::token::{TokenFailure, read_answer};
 use crate::secret::Secret;
@@ -110,37 +110,31 @@ impl ServerAuth {
         mut form: Vec<(&'static str, &str)>,
     ) -> Result<super::http::Fetched, String> {
         let basic = match &idp.client_secret {
-            Some(secret) => Some(BasicAuth {
-                client_id: &idp.client_id,
-                client_secret: secret.expose(),
-            }),
+            Some(secret) => {
+                form.retain(|(k, _)| *k != "client_id");
+                Some(BasicAuth {
+                    client_id: &idp.client_id,
+                    client_secret: secret.expose(),
+                })
+            }
             None => {
-                form.push(("client_id", &idp.client_id));
+                if !form.iter().any(|(k, _)| *k == "client_id") {
+                    form.push(("client_id", &idp.client_id));
+                }
                 None
             }
         };
         self.http.post_form(endpoint, &form, basic).await
     }
 
-    /// The IdP's endpoints from its metadata (OpenID Connect discovery, then RFC 8414),
+    /// The IdP's endpoints from its metadata (RFC 8414, then OpenID Connect discovery),
     /// whose `issuer` must be the one configured.
     async fn idp_endpoints(&self, idp: &IdpSettings) -> Result<IdpEndpoints, String> {
         let issuer = url::Url::parse(&idp.issuer)
             .map_err(|e| format!("--idp-issuer '{}' is not a URL ({e})", idp.issuer))?;
-        let mut problems = Vec::new();
-        for candidate in idp_metadata_urls(&issuer) {
-            match self.http.get_json(&candidate).await {
-                Ok(fetched) if fetched.status.is_success() => {
-                    return idp_metadata(&fetched.body, &idp.issuer);
-                }
-                Ok(fetched) => problems.push(format!("{candidate}: HTTP {}", fetched.status)),
-                Err(e) => problems.push(e),
-            }
-        }
-        Err(format!(
-            "the identity provider {} publishes no metadata ({})",
-            idp.issuer,
-            problems.join("; ")
-        ))
+        let metadata = crate::jwks::server_metadata(&self.http, &issuer, "--idp-issuer")
+            .await
+            .map_err(|e| format!("the identity provider {}: {e}", idp.issuer))?;
+        idp_endpoints(&metadata)
     }
 }
