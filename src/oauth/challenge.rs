@@ -42,6 +42,16 @@ pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge
     merged
 }
 
+/// Whether any Bearer or DPoP challenge among the header values names `error`. (RFC 9449
+/// §9 puts `use_dpop_nonce` in the DPoP challenge; some servers put it in their Bearer one,
+/// and a header may list both schemes, so each challenge is read on its own.)
+pub fn names_error<'a>(values: impl IntoIterator<Item = &'a str>, error: &str) -> bool {
+    values
+        .into_iter()
+        .flat_map(challenges_in)
+        .any(|c| c.error.as_deref() == Some(error))
+}
+
 /// The Bearer and DPoP challenges of one header value, in order.
 fn challenges_in(header: &str) -> Vec<Challenge> {
     let mut parser = Parser { rest: header };
@@ -219,5 +229,19 @@ mod tests {
         assert_eq!(both.resource_metadata.as_deref(), Some("https://h/prm"));
         assert_eq!(both.scope.as_deref(), Some("s"));
         assert!(!bearer(["Bearer"]).unwrap().dpop);
+    }
+
+    #[test]
+    fn an_error_is_found_in_whichever_challenge_names_it() {
+        let combined = [r#"Bearer realm="r", DPoP error="use_dpop_nonce""#];
+        assert!(names_error(combined, "use_dpop_nonce"));
+        assert!(!names_error(
+            [r#"DPoP error="invalid_token""#],
+            "use_dpop_nonce"
+        ));
+        assert!(!names_error(
+            [r#"Basic error="use_dpop_nonce""#],
+            "use_dpop_nonce"
+        ));
     }
 }

@@ -184,13 +184,13 @@ pub fn nonce_asked(status: u16, headers: &http::HeaderMap, body: &[u8]) -> Optio
                     .map(|e| e == USE_NONCE)
             })
             .unwrap_or(false),
-        401 => headers
-            .get_all(http::header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| {
-                v.trim_start().to_ascii_lowercase().starts_with("dpop") && v.contains(USE_NONCE)
-            }),
+        401 => super::challenge::names_error(
+            headers
+                .get_all(http::header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+            USE_NONCE,
+        ),
         _ => false,
     };
     asked.then_some(nonce)
