@@ -100,6 +100,11 @@ pub struct OAuthArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["client_credentials", "oauth_device", "idp_issuer"])]
     pub workload_token_file: Option<PathBuf>,
 
+    /// The largest --workload-token-file or --idp-id-token-file read, in bytes (a JWT is
+    /// a few kilobytes).
+    #[arg(long, value_name = "BYTES", default_value = "65536", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_credential_file: u64,
+
     /// Enterprise-managed authorization (SEP-990): your organisation's identity provider,
     /// whose ID token is exchanged there for an ID-JAG the MCP server's authorization
     /// server accepts (no consent screen per server). Needs --idp-client-id and --client-id.
@@ -217,6 +222,7 @@ impl OAuthArgs {
             dpop: self.dpop,
             workload_token_file: self.workload_token_file.clone(),
             idp: self.idp()?,
+            max_credential_file: self.max_credential_file,
         })
     }
 

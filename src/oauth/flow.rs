@@ -54,6 +54,8 @@ pub struct Settings {
     pub workload_token_file: Option<std::path::PathBuf>,
     /// `--idp-issuer` and friends: enterprise-managed authorization (SEP-990).
     pub idp: Option<super::idp::IdpSettings>,
+    /// `--max-credential-file`: the largest workload token or ID token file read.
+    pub max_credential_file: u64,
 }
 
 /// One server's OAuth state: where its grant is stored and how to get a new one.

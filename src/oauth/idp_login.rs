@@ -26,7 +26,8 @@ impl ServerAuth {
         interactive: bool,
     ) -> Result<Secret, String> {
         if let Some(path) = &idp.id_token_file {
-            return super::jwt_bearer::read_jwt_file(path, "--idp-id-token-file");
+            let max = self.settings.max_credential_file;
+            return super::jwt_bearer::read_jwt_file(path, "--idp-id-token-file", max);
         }
         let key = idp_key(&idp.issuer, &idp.client_id);
         let kept = self.store.load()?.idp_logins.get(&key).cloned();

@@ -15,8 +15,6 @@ use crate::secret::Secret;
 
 /// RFC 7523's grant type.
 pub const GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-/// The largest credential file read (a JWT is a few kilobytes; anything larger is not one).
-pub const MAX_CREDENTIAL_FILE: u64 = 64 * 1024;
 
 impl ServerAuth {
     /// Logs in as the workload: its JWT from `--workload-token-file`, read now, traded
@@ -28,7 +26,11 @@ impl ServerAuth {
         scope: Option<&str>,
         key: Option<DpopKey>,
     ) -> Result<Grant, String> {
-        let assertion = read_jwt_file(path, "--workload-token-file")?;
+        let assertion = read_jwt_file(
+            path,
+            "--workload-token-file",
+            self.settings.max_credential_file,
+        )?;
         let fingerprint = super::dpop::ath(assertion.expose());
         if let Some((refused, why)) = self.refused_assertion.lock().expect("refusal lock").clone()
             && refused == fingerprint
@@ -99,17 +101,17 @@ impl ServerAuth {
     }
 }
 
-/// Reads a JWT kept in a file (a workload token, an ID token): trimmed, at most
-/// [`MAX_CREDENTIAL_FILE`] bytes, three base64url parts. Errors name the file and the
+/// Reads a JWT kept in a file (a workload token, an ID token): trimmed, at most `max`
+/// bytes (`--max-credential-file`), three base64url parts. Errors name the file and the
 /// flag, never the content.
-pub fn read_jwt_file(path: &Path, flag: &str) -> Result<Secret, String> {
+pub fn read_jwt_file(path: &Path, flag: &str, max: u64) -> Result<Secret, String> {
     let shown = path.display();
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{flag}: cannot read {shown}: {e}"))?
         .len();
-    if size > MAX_CREDENTIAL_FILE {
+    if size > max {
         return Err(format!(
-            "{flag}: {shown} holds {size} bytes, more than a JWT ({MAX_CREDENTIAL_FILE} at most)"
+            "{flag}: {shown} holds {size} bytes, more than --max-credential-file ({max}) allows for a JWT"
         ));
     }
     let text =
@@ -138,18 +140,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, "  eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ3In0.c2ln\n").unwrap();
-        let token = read_jwt_file(&path, "--workload-token-file").unwrap();
+        let max = 4096;
+        let token = read_jwt_file(&path, "--workload-token-file", max).unwrap();
         assert_eq!(token.expose(), "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ3In0.c2ln");
         std::fs::write(&path, "not-a-jwt-secret-value").unwrap();
-        let e = read_jwt_file(&path, "--workload-token-file").unwrap_err();
+        let e = read_jwt_file(&path, "--workload-token-file", max).unwrap_err();
         assert!(
             e.contains("does not hold a JWT") && !e.contains("secret-value"),
             "{e}"
         );
-        std::fs::write(&path, vec![b'a'; MAX_CREDENTIAL_FILE as usize + 1]).unwrap();
-        let e = read_jwt_file(&path, "--workload-token-file").unwrap_err();
-        assert!(e.contains("more than a JWT"), "{e}");
-        let e = read_jwt_file(&dir.path().join("absent"), "--idp-id-token-file").unwrap_err();
+        std::fs::write(&path, vec![b'a'; max as usize + 1]).unwrap();
+        let e = read_jwt_file(&path, "--workload-token-file", max).unwrap_err();
+        assert!(e.contains("more than --max-credential-file (4096)"), "{e}");
+        let absent = dir.path().join("absent");
+        let e = read_jwt_file(&absent, "--idp-id-token-file", max).unwrap_err();
         assert!(e.starts_with("--idp-id-token-file: cannot read"), "{e}");
     }
 }

@@ -462,3 +462,27 @@ async fn one_browser_login_at_the_identity_provider_serves_every_server_of_the_o
         assert_eq!(leaks(&stderr), Vec::<&str>::new(), "{stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_credential_file_over_max_credential_file_is_refused_naming_the_flag_not_the_content() {
+    let scene = Scene::new().await;
+    let file = scene.path("workload-token");
+    std::fs::write(&file, jwt(json!({"sub": "ci-job", "k": "wl-secret"}))).unwrap();
+    let args = [
+        "--workload-token-file",
+        &file,
+        "--max-credential-file",
+        "16",
+    ];
+    let mut relay = scene.relay("/mcp", &args, &[]).await;
+    let answer = relay.initialize().await;
+    let said = answer["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(said.contains("--max-credential-file (16)"), "{answer}");
+    relay.close_stdin();
+    relay.wait_exit().await;
+    assert!(scene.world.forms_at("/token").is_empty(), "nothing sent");
+    assert_eq!(leaks(&(said + &relay.stderr())), Vec::<&str>::new());
+}
