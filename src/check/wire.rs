@@ -428,9 +428,11 @@ impl Wire {
                     Some(self.read_timeout),
                 )
                 .await;
+            // Every answer may carry the server's next DPoP nonce; this keeps it.
+            let wants_nonce = matches!(&sent, Ok(response) if self.asks_for_nonce(response));
             match sent {
                 // A bound token's proof lacked the nonce the server now wants: once more.
-                Ok(response) if !nonce_retried && self.asks_for_nonce(&response) => {
+                Ok(_) if wants_nonce && !nonce_retried => {
                     nonce_retried = true;
                 }
                 Ok(response) => break response,

@@ -97,7 +97,7 @@ pub struct OAuthArgs {
     /// Log in as a workload (SEP-1933): the JWT in FILE (a Kubernetes service-account
     /// token, a CI job's OIDC token), read again at every token request, traded with the
     /// JWT bearer grant; no client secret, no browser.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["client_credentials", "oauth_device", "idp_issuer"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["client_credentials", "oauth_device", "idp_issuer", "client_secret", "client_key", "client_metadata_url"])]
     pub workload_token_file: Option<PathBuf>,
 
     /// The largest --workload-token-file or --idp-id-token-file read, in bytes (a JWT is

@@ -186,6 +186,9 @@ fn validate(
     };
     let static_authorization = given.credential != "none";
     let settings = args.oauth_args.settings()?;
+    if static_authorization {
+        refuse_logins_beside(&settings)?;
+    }
     let oauth = match oauth::token_file(&env) {
         _ if static_authorization => None,
         Ok(token_file) => Some(crate::oauth::OAuthConfig {
@@ -231,6 +234,23 @@ fn validate(
         telemetry: args.otel.settings()?,
     };
     Ok((config, given.credential))
+}
+
+/// A static `Authorization` turns OAuth off, so a flag that asks for a particular login
+/// beside it would be silently ignored: refused instead.
+fn refuse_logins_beside(settings: &crate::oauth::flow::Settings) -> Result<(), String> {
+    let asked = if settings.workload_token_file.is_some() {
+        "--workload-token-file"
+    } else if settings.idp.is_some() {
+        "--idp-issuer"
+    } else if settings.dpop == crate::oauth::dpop::DpopMode::Always {
+        "--dpop always"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{asked} cannot be combined with --bearer-token / MCP_BEARER_TOKEN or -H Authorization: a static credential turns OAuth off; choose one way to authenticate"
+    ))
 }
 
 /// The credential given on the command line: `--bearer-token` / `MCP_BEARER_TOKEN` and

@@ -19,18 +19,38 @@ impl ServerAuth {
         challenge: Option<&Challenge>,
     ) -> Result<Option<DpopKey>, String> {
         let algs = &found.server.dpop_algs;
+        let offered = algs.iter().any(|a| a == ALGORITHM);
+        let server_says_dpop = challenge.is_some_and(|c| c.dpop);
+        // A server that challenges with Bearer alone takes Bearer tokens only (RFC 9449
+        // §7.1: one that takes both names both): binding because its authorization
+        // server can would lock us out (oidc-provider and Keycloak advertise DPoP by
+        // default, in front of servers that know only Bearer).
+        let bearer_only = challenge.is_some_and(|c| c.bearer && !c.dpop);
         let wanted = match self.settings.dpop {
             DpopMode::Never => false,
-            DpopMode::Always => true,
-            DpopMode::Auto => {
-                let offered = algs.iter().any(|a| a == ALGORITHM);
+            DpopMode::Always => {
                 if !offered && !algs.is_empty() {
+                    return Err(format!(
+                        "--dpop always: the authorization server {} takes DPoP proofs only in {} and mcp-stdio signs ES256; use --dpop auto",
+                        found.server.issuer,
+                        algs.join(", ")
+                    ));
+                }
+                true
+            }
+            DpopMode::Auto => {
+                if !offered && !algs.is_empty() && server_says_dpop {
                     tracing::warn!(
                         algorithms = ?algs,
                         "the authorization server takes DPoP proofs only in algorithms mcp-stdio does not sign with (it signs ES256); using Bearer tokens"
                     );
                 }
-                offered || (algs.is_empty() && challenge.is_some_and(|c| c.dpop))
+                if offered && bearer_only {
+                    tracing::debug!(
+                        "the authorization server offers DPoP, but the server challenges with Bearer only; using Bearer tokens (--dpop always binds anyway)"
+                    );
+                }
+                (server_says_dpop && (offered || algs.is_empty())) || (offered && !bearer_only)
             }
         };
         wanted.then(DpopKey::generate).transpose()

@@ -36,27 +36,19 @@ impl ServerAuth {
             resource: resource.as_deref(),
             scope,
         });
-        notice(&format!(
-            "to log in to {}, open this URL in a browser:\n  {url}",
+        let who = format!(
+            "to log in to {}",
             self.server.origin().ascii_serialization()
-        ));
-        if self.settings.open_browser {
-            let target = url.to_string();
-            let opened = tokio::task::spawn_blocking(move || webbrowser::open(&target)).await;
-            if !matches!(opened, Ok(Ok(()))) {
-                notice("could not open a browser; open the URL above by hand");
-            }
-        }
+        );
+        let expected = Expected {
+            state: &state,
+            issuer: &found.server.issuer,
+            iss_required: found.server.iss_parameter_supported,
+        };
         let redirect_uri = callback.redirect_uri.clone();
-        let query = callback.wait(self.settings.timeout).await?;
-        let code = code_from_callback(
-            &query,
-            &Expected {
-                state: &state,
-                issuer: &found.server.issuer,
-                iss_required: found.server.iss_parameter_supported,
-            },
-        )?;
+        let code = self
+            .authorize_in_browser(&url, callback, &expected, &who)
+            .await?;
         let form = code_exchange_form(
             &code,
             &pkce.verifier,
@@ -67,9 +59,7 @@ impl ServerAuth {
         let answer = self
             .token_request_at(found, form, &client, key.as_ref())
             .await
-            .map_err(|f| match f {
-                TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
-            })?;
+            .map_err(TokenFailure::into_message)?;
         self.keep_login(
             answer,
             found,
@@ -136,7 +126,7 @@ impl ServerAuth {
                 token_endpoint_auth_method: "none".into(),
                 redirect_uri: None,
             },
-            (Some(client_id), _) => self.configured_client(client_id, found),
+            (Some(client_id), _) => self.configured_client(client_id, Some(found)),
             (None, Some(cached))
                 if cached.redirect_uri.as_deref() == Some(&callback.redirect_uri) =>
             {
@@ -147,5 +137,27 @@ impl ServerAuth {
                     .await?
             }
         })
+    }
+
+    /// Shows (and opens, unless --no-browser) the authorization URL, waits for the
+    /// browser to come back to `callback`, and returns the code once `expected` holds.
+    /// `who` starts the notice ("to log in to …").
+    pub(super) async fn authorize_in_browser(
+        &self,
+        url: &Url,
+        callback: CallbackServer,
+        expected: &Expected<'_>,
+        who: &str,
+    ) -> Result<crate::secret::Secret, String> {
+        notice(&format!("{who}, open this URL in a browser:\n  {url}"));
+        if self.settings.open_browser {
+            let target = url.to_string();
+            let opened = tokio::task::spawn_blocking(move || webbrowser::open(&target)).await;
+            if !matches!(opened, Ok(Ok(()))) {
+                notice("could not open a browser; open the URL above by hand");
+            }
+        }
+        let query = callback.wait(self.settings.timeout).await?;
+        code_from_callback(&query, expected)
     }
 }

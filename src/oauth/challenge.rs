@@ -14,6 +14,9 @@ pub struct Challenge {
     /// The server challenged with the `DPoP` scheme (RFC 9449 §7.1): it takes DPoP-bound
     /// tokens.
     pub dpop: bool,
+    /// The server challenged with the `Bearer` scheme: it takes Bearer tokens (and, without
+    /// a DPoP challenge beside it, only those).
+    pub bearer: bool,
 }
 
 impl Challenge {
@@ -35,6 +38,7 @@ pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge
     for found in values.into_iter().flat_map(challenges_in) {
         let into = merged.get_or_insert_with(Challenge::default);
         into.dpop |= found.dpop;
+        into.bearer |= found.bearer;
         into.resource_metadata = into.resource_metadata.take().or(found.resource_metadata);
         into.scope = into.scope.take().or(found.scope);
         into.error = into.error.take().or(found.error);
@@ -62,9 +66,11 @@ fn challenges_in(header: &str) -> Vec<Challenge> {
         match item {
             Item::Scheme(scheme) => {
                 let dpop = scheme.eq_ignore_ascii_case("dpop");
-                current = (dpop || scheme.eq_ignore_ascii_case("bearer")).then(|| {
+                let bearer = scheme.eq_ignore_ascii_case("bearer");
+                current = (dpop || bearer).then(|| {
                     all.push(Challenge {
                         dpop,
+                        bearer,
                         ..Challenge::default()
                     });
                     all.len() - 1
@@ -209,9 +215,13 @@ mod tests {
         let c = bearer([r#"bearer Scope="a \"b\"", RESOURCE_METADATA=https://h/p"#]).unwrap();
         assert_eq!(c.scope.as_deref(), Some(r#"a "b""#));
         assert_eq!(c.resource_metadata.as_deref(), Some("https://h/p"));
-        assert_eq!(bearer(["Bearer"]), Some(Challenge::default()));
+        let bare = Challenge {
+            bearer: true,
+            ..Challenge::default()
+        };
+        assert_eq!(bearer(["Bearer"]), Some(bare.clone()));
         assert_eq!(bearer([r#"Basic realm="x""#]), None);
-        assert_eq!(bearer(["Bearer abc=="]), Some(Challenge::default()));
+        assert_eq!(bearer(["Bearer abc=="]), Some(bare));
     }
 
     #[test]
@@ -225,10 +235,11 @@ mod tests {
             r#"DPoP algs="ES256 PS256", scope="s""#,
         ])
         .unwrap();
-        assert!(both.dpop);
+        assert!(both.dpop && both.bearer);
         assert_eq!(both.resource_metadata.as_deref(), Some("https://h/prm"));
         assert_eq!(both.scope.as_deref(), Some("s"));
         assert!(!bearer(["Bearer"]).unwrap().dpop);
+        assert!(!c.bearer, "a DPoP challenge alone");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::discovery::discover;
 use super::flow::ServerAuth;
 use super::registration::still_valid;
 use super::store::Grant;
-use super::token::{TokenFailure, read_answer, unix_now};
+use super::token::{TokenFailure, answer_of, unix_now};
 use crate::logging::notice;
 
 impl ServerAuth {
@@ -73,15 +73,7 @@ impl ServerAuth {
                 continue;
             }
             if fetched.status.is_success() {
-                let content_type = fetched
-                    .headers
-                    .get(http::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok());
-                let token = read_answer(fetched.status, content_type, &fetched.body).map_err(
-                    |f| match f {
-                        TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
-                    },
-                )?;
+                let token = answer_of(&fetched).map_err(TokenFailure::into_message)?;
                 return self.keep_login(
                     token,
                     &found,
@@ -110,7 +102,7 @@ impl ServerAuth {
         scope: Option<&str>,
     ) -> Result<super::store::Registration, String> {
         if let Some(client_id) = &self.settings.client_id {
-            return Ok(self.configured_client(client_id, found));
+            return Ok(self.configured_client(client_id, Some(found)));
         }
         let document = self.store.load()?;
         match document

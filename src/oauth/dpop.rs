@@ -30,8 +30,9 @@ const MAX_NONCE: usize = 1024;
 pub enum DpopMode {
     /// Bind every login's tokens; a server that issues a Bearer token anyway is refused.
     Always,
-    /// Bind when the authorization server lists ES256 in
-    /// `dpop_signing_alg_values_supported`, or the server challenges with `DPoP`.
+    /// Bind when the server challenges with `DPoP`, or when the authorization server lists
+    /// ES256 in `dpop_signing_alg_values_supported` and the server does not challenge with
+    /// Bearer alone.
     #[default]
     Auto,
     /// Never bind (Bearer tokens only).
@@ -92,8 +93,7 @@ impl DpopKey {
         json!({"kty": "EC", "crv": "P-256", "x": x, "y": y})
     }
 
-    /// The RFC 7638 thumbprint: what a bound token's `cnf.jkt` and the `dpop_jkt`
-    /// authorization parameter carry.
+    /// The RFC 7638 thumbprint: what a bound token's `cnf.jkt` carries.
     pub fn thumbprint(&self) -> String {
         let (x, y) = self.coordinates();
         thumbprint_of(&x, &y)

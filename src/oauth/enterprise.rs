@@ -8,10 +8,9 @@
 use super::discovery::Discovered;
 use super::dpop::DpopKey;
 use super::flow::ServerAuth;
-use super::http::BasicAuth;
 use super::idp::{IdpEndpoints, IdpSettings, idp_endpoints};
-use super::store::Grant;
-use super::token::{TokenFailure, read_answer};
+use super::store::{Grant, Registration, idp_key};
+use super::token::{TokenAnswer, TokenFailure, answer_of};
 use crate::secret::Secret;
 
 /// RFC 8693's grant type and the token types this flow names.
@@ -34,19 +33,41 @@ impl ServerAuth {
             "enterprise-managed authorization needs --client-id (and MCP_OAUTH_CLIENT_SECRET): the client registered at the MCP server's authorization server",
         )?;
         let endpoints = self.idp_endpoints(idp).await?;
-        let id_token = self.idp_id_token(idp, &endpoints, interactive).await?;
-        let id_jag = self
-            .exchange_for_id_jag(idp, &endpoints, &id_token, found, scope)
-            .await?;
-        let client = self.configured_client(&client_id, found);
+        let id_jag = {
+            // One IdP login at a time across processes: many relays share it.
+            let _idp_lock = self
+                .exclusive_on(&idp_key(&idp.issuer, &idp.client_id))
+                .await;
+            let (id_token, kept) = self.idp_id_token(idp, &endpoints, interactive).await?;
+            let exchanged = self
+                .exchange_for_id_jag(idp, &endpoints, &id_token, found, scope)
+                .await;
+            if let Err(TokenFailure::Dead(_)) = &exchanged
+                && kept
+            {
+                // The IdP no longer takes the kept ID token (a session ended, a user
+                // disabled): forget it, so the next login starts at the IdP afresh.
+                self.forget_idp_login(idp)?;
+            }
+            exchanged.map_err(|f| {
+                format!(
+                    "the identity provider {} would not issue an ID-JAG for {}: {}",
+                    idp.issuer,
+                    found.server.issuer,
+                    f.into_message()
+                )
+            })?
+        };
+        let client = self.configured_client(&client_id, Some(found));
         let answer = self
             .jwt_bearer(found, &id_jag, &client, scope, key.as_ref())
             .await
             .map_err(|f| {
-                let (TokenFailure::Dead(e) | TokenFailure::Passing(e)) = f;
                 format!(
-                    "the MCP server's authorization server ({}) did not accept the ID-JAG from {}: {e}",
-                    found.server.issuer, idp.issuer
+                    "the MCP server's authorization server ({}) did not accept the ID-JAG from {}: {}",
+                    found.server.issuer,
+                    idp.issuer,
+                    f.into_message()
                 )
             })?;
         let how = format!("an ID-JAG from {}", idp.issuer);
@@ -62,10 +83,12 @@ impl ServerAuth {
         id_token: &Secret,
         found: &Discovered,
         scope: Option<&str>,
-    ) -> Result<Secret, String> {
-        let resource = self.resource_for(found).ok_or(
-            "enterprise-managed authorization needs the MCP server's resource: drop --no-resource-indicator",
-        )?;
+    ) -> Result<Secret, TokenFailure> {
+        let resource = self.resource_for(found).ok_or_else(|| {
+            TokenFailure::Dead(
+                "enterprise-managed authorization needs the MCP server's resource: drop --no-resource-indicator".into(),
+            )
+        })?;
         let mut form = vec![
             ("grant_type", TOKEN_EXCHANGE),
             ("requested_token_type", ID_JAG_TYPE),
@@ -77,54 +100,44 @@ impl ServerAuth {
         if let Some(scope) = scope {
             form.push(("scope", scope));
         }
-        let fetched = self
-            .idp_post(idp, &endpoints.token_endpoint, form)
-            .await
-            .map_err(|e| format!("the token exchange at {} failed: {e}", idp.issuer))?;
-        let content_type = fetched
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        let answer = read_answer(fetched.status, content_type, &fetched.body).map_err(|f| {
-            let (TokenFailure::Dead(e) | TokenFailure::Passing(e)) = f;
-            format!(
-                "the identity provider {} would not issue an ID-JAG for {}: {e}",
-                idp.issuer, found.server.issuer
-            )
-        })?;
+        let answer = self.idp_token_request(idp, endpoints, form).await?;
+        // RFC 8693 §2.2.1: `issued_token_type` is required; it must be what was asked.
         match answer.issued_token_type.as_deref() {
-            None | Some(ID_JAG_TYPE) => Ok(answer.access_token),
-            Some(other) => Err(format!(
-                "the identity provider {} issued a {other} where an ID-JAG ({ID_JAG_TYPE}) was asked for",
-                idp.issuer
-            )),
+            Some(ID_JAG_TYPE) => Ok(answer.access_token),
+            other => Err(TokenFailure::Dead(format!(
+                "it issued {} where an ID-JAG ({ID_JAG_TYPE}) was asked for",
+                other.unwrap_or("a token of no stated type")
+            ))),
         }
     }
 
-    /// POSTs a form to the IdP as our client there: HTTP Basic with its secret, or the
-    /// bare `client_id` without one.
-    pub(super) async fn idp_post(
+    /// A token request at the IdP as our client there (HTTP Basic with its secret, or its
+    /// bare `client_id`), read into an answer.
+    pub(super) async fn idp_token_request(
         &self,
         idp: &IdpSettings,
-        endpoint: &url::Url,
+        endpoints: &IdpEndpoints,
         mut form: Vec<(&'static str, &str)>,
-    ) -> Result<super::http::Fetched, String> {
-        let basic = match &idp.client_secret {
-            Some(secret) => {
-                form.retain(|(k, _)| *k != "client_id");
-                Some(BasicAuth {
-                    client_id: &idp.client_id,
-                    client_secret: secret.expose(),
-                })
-            }
-            None => {
-                if !form.iter().any(|(k, _)| *k == "client_id") {
-                    form.push(("client_id", &idp.client_id));
-                }
-                None
-            }
+    ) -> Result<TokenAnswer, TokenFailure> {
+        let client = Registration {
+            client_id: idp.client_id.clone(),
+            client_secret: idp.client_secret.clone(),
+            client_secret_expires_at: None,
+            token_endpoint_auth_method: if idp.client_secret.is_some() {
+                "client_secret_basic".into()
+            } else {
+                "none".into()
+            },
+            redirect_uri: None,
         };
-        self.http.post_form(endpoint, &form, basic).await
+        if !form.iter().any(|(k, _)| *k == "client_id") {
+            form.push(("client_id", &idp.client_id));
+        }
+        let fetched = self
+            .authenticated_post(&endpoints.token_endpoint, form, &client, &idp.issuer, None)
+            .await
+            .map_err(TokenFailure::Passing)?;
+        answer_of(&fetched)
     }
 
     /// The IdP's endpoints from its metadata (RFC 8414, then OpenID Connect discovery),

@@ -99,9 +99,15 @@ impl ServerAuth {
     /// Serializes refreshes and logins for this server across processes. Waits as long as
     /// another process's login may take; after that, goes ahead without the lock.
     pub async fn exclusive(&self) -> Option<ServerLock> {
+        self.exclusive_on(&self.key()).await
+    }
+
+    /// [`ServerAuth::exclusive`] for another login kept in the store (an identity
+    /// provider's, which many servers share), named by its store key.
+    pub async fn exclusive_on(&self, key: &str) -> Option<ServerLock> {
         let dir = self.store.lock_dir()?;
         let patience = self.settings.timeout + Duration::from_secs(30);
-        match ServerLock::acquire(dir, &self.key(), patience).await {
+        match ServerLock::acquire(dir, key, patience).await {
             Ok(Some(lock)) => Some(lock),
             Ok(None) => {
                 tracing::warn!(
@@ -150,28 +156,47 @@ impl ServerAuth {
 
     /// Runs the browser login and stores the grant.
     pub async fn login(&self, challenge: Option<&Challenge>) -> Result<Grant, String> {
-        if self.settings.device {
+        self.login_as(challenge, true).await
+    }
+
+    /// A login that needs nobody at the keyboard (workload identity, an ID-JAG from a kept
+    /// or given ID token, client credentials), or an error that says how to log in.
+    pub async fn login_unattended(&self, challenge: Option<&Challenge>) -> Result<Grant, String> {
+        self.login_as(challenge, false).await
+    }
+
+    /// Picks the flow this login takes and runs it; `interactive`: a browser (or the
+    /// device flow) may be involved.
+    async fn login_as(
+        &self,
+        challenge: Option<&Challenge>,
+        interactive: bool,
+    ) -> Result<Grant, String> {
+        if interactive && self.settings.device {
             return self.login_device(challenge).await;
         }
         let found = discover(&self.http, &self.server, challenge).await?;
         let scope = self.scope(&found, challenge);
         let key = self.login_key(&found, challenge)?;
+        let scope = scope.as_deref();
         if let Some(path) = &self.settings.workload_token_file {
-            return self
-                .login_workload(path, &found, scope.as_deref(), key)
-                .await;
+            return self.login_workload(path, &found, scope, key).await;
         }
         if let Some(idp) = &self.settings.idp {
             return self
-                .login_enterprise(idp, &found, scope.as_deref(), key, true)
+                .login_enterprise(idp, &found, scope, key, interactive)
                 .await;
         }
         if self.uses_client_credentials(&found) {
-            return self
-                .login_client_credentials(&found, scope.as_deref(), key)
-                .await;
+            return self.login_client_credentials(&found, scope, key).await;
         }
-        self.login_browser(&found, scope.as_deref(), key).await
+        if !interactive {
+            return Err(format!(
+                "HTTP 401 from upstream: the server requires a user login; run `mcp-stdio login {}` in a terminal, or start the relay with --oauth",
+                self.server
+            ));
+        }
+        self.login_browser(&found, scope, key).await
     }
 
     /// Exchanges the grant's refresh token. On success the new grant is stored (a rotated
@@ -186,17 +211,7 @@ impl ServerAuth {
             .get(&grant.issuer)
             .filter(|r| r.client_id == grant.client_id)
             .cloned()
-            .unwrap_or_else(|| Registration {
-                client_id: grant.client_id.clone(),
-                client_secret: self.settings.client_secret.clone(),
-                client_secret_expires_at: None,
-                token_endpoint_auth_method: if self.settings.client_secret.is_some() {
-                    "client_secret_basic".into()
-                } else {
-                    "none".into()
-                },
-                redirect_uri: None,
-            });
+            .unwrap_or_else(|| self.configured_client(&grant.client_id, None));
         let endpoint = Url::parse(&grant.token_endpoint).map_err(|e| {
             TokenFailure::Dead(format!("the stored token endpoint is invalid ({e})"))
         })?;
@@ -212,10 +227,18 @@ impl ServerAuth {
         let outcome = self
             .token_request(&endpoint, form, &client, &grant.issuer, key.as_ref())
             .await;
+        // The answer says whether the new token is still bound (a server may stop binding;
+        // --dpop always refuses that as it refuses it at login).
+        let outcome = outcome.and_then(|answer| {
+            let binding = self
+                .binding_of(&answer, key.as_ref())
+                .map_err(TokenFailure::Dead)?;
+            Ok((answer, binding))
+        });
         let mut document = self.store.load().map_err(TokenFailure::Passing)?;
         match outcome {
-            Ok(answer) => {
-                let fresh = grant_from(
+            Ok((answer, binding)) => {
+                let mut fresh = grant_from(
                     answer,
                     &Issued {
                         issuer: &grant.issuer,
@@ -227,6 +250,7 @@ impl ServerAuth {
                     Some(grant),
                     unix_now(),
                 );
+                fresh.dpop_key = binding;
                 document.grants.insert(self.key(), fresh.clone());
                 self.store.save(&document).map_err(TokenFailure::Passing)?;
                 Ok(fresh)
@@ -270,17 +294,28 @@ impl ServerAuth {
             .filter(|s| !s.trim().is_empty())
     }
 
-    /// The client given with --client-id (and --client-secret), authenticating the way the
-    /// server's metadata allows.
-    pub(super) fn configured_client(&self, client_id: &str, found: &Discovered) -> Registration {
+    /// The client given with --client-id (and --client-secret or --client-key),
+    /// authenticating the way the server's metadata allows (`found`; without it, Basic with
+    /// a secret): a signed assertion with a key, else the secret, else nothing.
+    pub(super) fn configured_client(
+        &self,
+        client_id: &str,
+        found: Option<&Discovered>,
+    ) -> Registration {
+        let has_secret = self.settings.client_secret.is_some();
+        let method = match found {
+            _ if self.settings.client_key.is_some() => "private_key_jwt".to_owned(),
+            Some(found) => {
+                choose_auth_method(&found.server.token_endpoint_auth_methods, has_secret)
+            }
+            None if has_secret => "client_secret_basic".to_owned(),
+            None => "none".to_owned(),
+        };
         Registration {
             client_id: client_id.to_owned(),
             client_secret: self.settings.client_secret.clone(),
             client_secret_expires_at: None,
-            token_endpoint_auth_method: choose_auth_method(
-                &found.server.token_endpoint_auth_methods,
-                self.settings.client_secret.is_some(),
-            ),
+            token_endpoint_auth_method: method,
             redirect_uri: None,
         }
     }

@@ -7,52 +7,78 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::authorize::{AuthorizationRequest, Expected, authorization_url, code_from_callback};
+use super::authorize::{AuthorizationRequest, Expected, authorization_url};
 use super::callback::CallbackServer;
 use super::flow::ServerAuth;
 use super::idp::{IdpEndpoints, IdpSettings};
 use super::pkce::{Pkce, random_token};
 use super::store::{IdpLogin, idp_key};
-use super::token::{TokenAnswer, TokenFailure, code_exchange_form, read_answer, unix_now};
-use crate::logging::notice;
+use super::token::{TokenAnswer, TokenFailure, code_exchange_form, unix_now};
 use crate::secret::Secret;
 
 impl ServerAuth {
-    /// An ID token from the organisation's IdP, from the first source that has one.
+    /// An ID token from the organisation's IdP, from the first source that has one, and
+    /// whether it is the login kept in the store (which a refusal should end).
     pub(super) async fn idp_id_token(
         &self,
         idp: &IdpSettings,
         endpoints: &IdpEndpoints,
         interactive: bool,
-    ) -> Result<Secret, String> {
+    ) -> Result<(Secret, bool), String> {
         if let Some(path) = &idp.id_token_file {
             let max = self.settings.max_credential_file;
-            return super::jwt_bearer::read_jwt_file(path, "--idp-id-token-file", max);
+            let token = super::jwt_bearer::read_jwt_file(path, "--idp-id-token-file", max)?;
+            return Ok((token, false));
         }
-        let key = idp_key(&idp.issuer, &idp.client_id);
-        let kept = self.store.load()?.idp_logins.get(&key).cloned();
+        let kept = self
+            .store
+            .load()?
+            .idp_logins
+            .get(&idp_key(&idp.issuer, &idp.client_id))
+            .cloned();
         let leeway = self.settings.refresh_leeway.as_secs();
         if let Some(kept) = &kept {
+            // An ID token whose expiry cannot be read is not reused: it may be long dead.
             if kept
                 .expires_at
-                .is_none_or(|at| at > unix_now().saturating_add(leeway))
+                .is_some_and(|at| at > unix_now().saturating_add(leeway))
             {
-                return Ok(kept.id_token.clone());
+                return Ok((kept.id_token.clone(), true));
             }
             if let Some(refresh_token) = &kept.refresh_token {
                 match self.refresh_idp_login(idp, endpoints, refresh_token).await {
-                    Ok(id_token) => return Ok(id_token),
-                    Err(e) => tracing::warn!("could not renew the login at {}: {e}", idp.issuer),
+                    Ok(id_token) => return Ok((id_token, true)),
+                    Err(TokenFailure::Dead(e)) => {
+                        tracing::warn!("the login at {} has ended: {e}", idp.issuer);
+                        self.forget_idp_login(idp)?;
+                    }
+                    Err(TokenFailure::Passing(e)) => {
+                        tracing::warn!("could not renew the login at {}: {e}", idp.issuer);
+                    }
                 }
             }
         }
         if !interactive {
             return Err(format!(
-                "no usable login at the identity provider {}: run `mcp-stdio login {} --idp-issuer {} --idp-client-id {}` in a terminal, start the relay with --oauth, or pass --idp-id-token-file",
-                idp.issuer, self.server, idp.issuer, idp.client_id
+                "no usable login at the identity provider {}: run `mcp-stdio login {}` with the same --idp-issuer, --idp-client-id and --client-id in a terminal, start the relay with --oauth, or pass --idp-id-token-file",
+                idp.issuer, self.server
             ));
         }
-        self.browser_idp_login(idp, endpoints).await
+        let id_token = self.browser_idp_login(idp, endpoints).await?;
+        Ok((id_token, false))
+    }
+
+    /// Forgets the IdP login kept in the store (it ended, or the IdP refused its token).
+    pub(super) fn forget_idp_login(&self, idp: &IdpSettings) -> Result<(), String> {
+        let mut document = self.store.load()?;
+        if document
+            .idp_logins
+            .remove(&idp_key(&idp.issuer, &idp.client_id))
+            .is_some()
+        {
+            self.store.save(&document)?;
+        }
+        Ok(())
     }
 
     /// The kept login's refresh token for a new ID token.
@@ -61,16 +87,15 @@ impl ServerAuth {
         idp: &IdpSettings,
         endpoints: &IdpEndpoints,
         refresh_token: &Secret,
-    ) -> Result<Secret, String> {
+    ) -> Result<Secret, TokenFailure> {
         let form = vec![
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token.expose()),
             ("scope", "openid"),
         ];
-        let answer = self
-            .idp_token_request(idp, &endpoints.token_endpoint, form)
-            .await?;
+        let answer = self.idp_token_request(idp, endpoints, form).await?;
         self.keep_idp_login(idp, endpoints, answer, Some(refresh_token), None)
+            .map_err(TokenFailure::Dead)
     }
 
     /// An OpenID Connect login at the IdP in the browser.
@@ -103,54 +128,30 @@ impl ServerAuth {
             scope: Some(scope),
         });
         url.query_pairs_mut().append_pair("nonce", nonce.expose());
-        notice(&format!(
-            "to log in at your organisation's identity provider {}, open this URL in a browser:\n  {url}",
-            idp.issuer
-        ));
-        if self.settings.open_browser {
-            let target = url.to_string();
-            let opened = tokio::task::spawn_blocking(move || webbrowser::open(&target)).await;
-            if !matches!(opened, Ok(Ok(()))) {
-                notice("could not open a browser; open the URL above by hand");
-            }
-        }
         let redirect_uri = callback.redirect_uri.clone();
-        let query = callback.wait(self.settings.timeout).await?;
-        let code = code_from_callback(
-            &query,
-            &Expected {
-                state: &state,
-                issuer: &idp.issuer,
-                iss_required: endpoints.iss_parameter_supported,
-            },
-        )?;
+        let expected = Expected {
+            state: &state,
+            issuer: &idp.issuer,
+            iss_required: endpoints.iss_parameter_supported,
+        };
+        let who = format!(
+            "to log in at your organisation's identity provider {}",
+            idp.issuer
+        );
+        let code = self
+            .authorize_in_browser(&url, callback, &expected, &who)
+            .await?;
         let form = code_exchange_form(&code, &pkce.verifier, &redirect_uri, &idp.client_id, None);
         let answer = self
-            .idp_token_request(idp, &endpoints.token_endpoint, form)
-            .await?;
+            .idp_token_request(idp, endpoints, form)
+            .await
+            .map_err(|f| format!("the identity provider {}: {}", idp.issuer, f.into_message()))?;
         self.keep_idp_login(idp, endpoints, answer, None, Some(&nonce))
     }
 
-    /// A token request at the IdP, read into an answer.
-    async fn idp_token_request(
-        &self,
-        idp: &IdpSettings,
-        endpoint: &url::Url,
-        form: Vec<(&'static str, &str)>,
-    ) -> Result<TokenAnswer, String> {
-        let fetched = self.idp_post(idp, endpoint, form).await?;
-        let content_type = fetched
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        read_answer(fetched.status, content_type, &fetched.body).map_err(|f| {
-            let (TokenFailure::Dead(e) | TokenFailure::Passing(e)) = f;
-            format!("the identity provider {}: {e}", idp.issuer)
-        })
-    }
-
     /// Stores the IdP's answer (its ID token, and the refresh token it gave or the one
-    /// used) and returns the ID token. With `nonce`, the ID token must carry it.
+    /// used) and returns the ID token. The ID token must name the IdP and our client there,
+    /// and, with `nonce` (a browser login), carry it.
     fn keep_idp_login(
         &self,
         idp: &IdpSettings,
@@ -166,11 +167,18 @@ impl ServerAuth {
             )
         })?;
         let claims = claims_of(&id_token);
-        if let Some(nonce) = nonce
-            && claims["nonce"].as_str() != Some(nonce.expose())
-        {
+        let audience_ok = match &claims["aud"] {
+            serde_json::Value::String(aud) => aud == &idp.client_id,
+            serde_json::Value::Array(auds) => auds.iter().any(|a| a == idp.client_id.as_str()),
+            _ => false,
+        };
+        let issuer_ok = claims["iss"]
+            .as_str()
+            .is_some_and(|iss| iss.trim_end_matches('/') == idp.issuer.trim_end_matches('/'));
+        let nonce_ok = nonce.is_none_or(|n| claims["nonce"].as_str() == Some(n.expose()));
+        if !(audience_ok && issuer_ok && nonce_ok) {
             return Err(format!(
-                "the ID token from {} does not carry this login's nonce; it is not used",
+                "the ID token from {} is not for this login (its issuer, audience or nonce differs); it is not used",
                 idp.issuer
             ));
         }

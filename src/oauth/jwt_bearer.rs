@@ -53,7 +53,7 @@ impl ServerAuth {
             .await
             .map_err(|failure| {
                 let refused = matches!(failure, TokenFailure::Dead(_));
-                let (TokenFailure::Dead(e) | TokenFailure::Passing(e)) = failure;
+                let e = failure.into_message();
                 let why = format!(
                     "the authorization server did not accept the workload token from {}: {e}; no other grant is tried",
                     path.display()
@@ -106,16 +106,18 @@ impl ServerAuth {
 /// flag, never the content.
 pub fn read_jwt_file(path: &Path, flag: &str, max: u64) -> Result<Secret, String> {
     let shown = path.display();
-    let size = std::fs::metadata(path)
-        .map_err(|e| format!("{flag}: cannot read {shown}: {e}"))?
-        .len();
-    if size > max {
+    // Read at most one byte past the bound, so a file that grows (or a pipe) cannot make
+    // us read more than that.
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("{flag}: cannot read {shown}: {e}"))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, max + 1), &mut text)
+        .map_err(|e| format!("{flag}: cannot read {shown}: {e}"))?;
+    if text.len() as u64 > max {
         return Err(format!(
-            "{flag}: {shown} holds {size} bytes, more than --max-credential-file ({max}) allows for a JWT"
+            "{flag}: {shown} is larger than --max-credential-file ({max} bytes); a JWT is far smaller"
         ));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{flag}: cannot read {shown}: {e}"))?;
     let token = text.trim();
     let parts: Vec<&str> = token.split('.').collect();
     let base64url = |s: &str| {
@@ -151,7 +153,10 @@ mod tests {
         );
         std::fs::write(&path, vec![b'a'; max as usize + 1]).unwrap();
         let e = read_jwt_file(&path, "--workload-token-file", max).unwrap_err();
-        assert!(e.contains("more than --max-credential-file (4096)"), "{e}");
+        assert!(
+            e.contains("larger than --max-credential-file (4096 bytes)"),
+            "{e}"
+        );
         let absent = dir.path().join("absent");
         let e = read_jwt_file(&absent, "--idp-id-token-file", max).unwrap_err();
         assert!(e.starts_with("--idp-id-token-file: cannot read"), "{e}");

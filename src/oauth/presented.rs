@@ -58,7 +58,8 @@ impl Presented {
     }
 
     /// A credential given as is (`--bearer-token`, `-H Authorization: …`).
-    pub fn given(authorization: HeaderValue) -> Presented {
+    pub fn given(mut authorization: HeaderValue) -> Presented {
+        authorization.set_sensitive(true);
         Presented {
             authorization,
             bound: None,

@@ -220,6 +220,7 @@ impl TokenProvider {
             error: Some("insufficient_scope".into()),
             resource_metadata: challenge.resource_metadata,
             dpop: challenge.dpop,
+            bearer: challenge.bearer,
         };
         let grant = self.session.login(Some(&step_up)).await?;
         let held = Held::new(grant);

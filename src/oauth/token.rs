@@ -38,6 +38,24 @@ pub enum TokenFailure {
     Passing(String),
 }
 
+impl TokenFailure {
+    /// What went wrong, whichever kind it is.
+    pub fn into_message(self) -> String {
+        match self {
+            TokenFailure::Dead(e) | TokenFailure::Passing(e) => e,
+        }
+    }
+}
+
+/// Reads a fetched token endpoint answer (its status, media type and body).
+pub fn answer_of(fetched: &super::http::Fetched) -> Result<TokenAnswer, TokenFailure> {
+    let content_type = fetched
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    read_answer(fetched.status, content_type, &fetched.body)
+}
+
 #[derive(Deserialize)]
 struct ErrorAnswer {
     error: Option<String>,
@@ -116,6 +134,8 @@ fn form_answer(body: &[u8]) -> Result<TokenAnswer, String> {
             "expires_in" => answer.expires_in = Some(serde_json::Value::String(v.into_owned())),
             "refresh_token" => answer.refresh_token = Some(Secret::new(v.into_owned())),
             "scope" => answer.scope = Some(v.into_owned()),
+            "id_token" => answer.id_token = Some(Secret::new(v.into_owned())),
+            "issued_token_type" => answer.issued_token_type = Some(v.into_owned()),
             _ => {}
         }
     }
@@ -216,8 +236,11 @@ pub fn refresh_form<'a>(
     let mut form = vec![
         ("grant_type", "refresh_token"),
         ("refresh_token", refresh_token.expose()),
-        ("client_id", client_id),
     ];
+    // A workload's login has no client id to send.
+    if !client_id.is_empty() {
+        form.push(("client_id", client_id));
+    }
     if let Some(resource) = resource {
         form.push(("resource", resource));
     }

@@ -11,7 +11,7 @@ use super::dpop::{self, DpopKey};
 use super::flow::ServerAuth;
 use super::http::{BasicAuth, Fetched};
 use super::store::Registration;
-use super::token::{TokenAnswer, TokenFailure, read_answer, unix_now};
+use super::token::{TokenAnswer, TokenFailure, answer_of, unix_now};
 use crate::secret::Secret;
 
 impl ServerAuth {
@@ -39,11 +39,18 @@ impl ServerAuth {
                 nonce_retried = true;
                 continue;
             }
-            let content_type = fetched
-                .headers
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok());
-            return read_answer(fetched.status, content_type, &fetched.body);
+            // A refused proof (a nonce asked for again, a clock too far off) says nothing
+            // about the grant or the assertion: worth trying later, never a reason to
+            // forget them.
+            if key.is_some()
+                && let Some(code) = proof_refused(&fetched)
+            {
+                return Err(TokenFailure::Passing(format!(
+                    "the authorization server refused the DPoP proof: {code} (HTTP {})",
+                    fetched.status
+                )));
+            }
+            return answer_of(&fetched);
         }
     }
 
@@ -137,5 +144,18 @@ impl ServerAuth {
         self.http
             .post_form_with(endpoint, &form, basic, extra)
             .await
+    }
+}
+
+/// The DPoP error a token endpoint's 400 names, if it names one (RFC 9449 §5.1, §8).
+fn proof_refused(fetched: &Fetched) -> Option<&'static str> {
+    if fetched.status != http::StatusCode::BAD_REQUEST {
+        return None;
+    }
+    let error = serde_json::from_slice::<serde_json::Value>(&fetched.body).ok()?;
+    match error["error"].as_str()? {
+        "use_dpop_nonce" => Some("use_dpop_nonce"),
+        "invalid_dpop_proof" => Some("invalid_dpop_proof"),
+        _ => None,
     }
 }

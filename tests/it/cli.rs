@@ -432,3 +432,77 @@ fn an_unknown_serve_flag_is_named_not_taken_for_the_servers_command() {
         "--no-such-flag is not a flag",
     );
 }
+
+#[test]
+fn enterprise_login_flags_that_contradict_each_other_or_a_static_credential_are_refused() {
+    let url = "https://h/mcp";
+    for (flag, value) in [
+        ("--workload-token-file", "/tmp/t"),
+        ("--idp-issuer", "https://idp.example"),
+        ("--dpop", "always"),
+    ] {
+        let mut args = vec![url, flag, value, "--bearer-token", "t"];
+        if flag == "--idp-issuer" {
+            args.extend(["--idp-client-id", "c", "--client-id", "x"]);
+        }
+        fails_with(&args, "a static credential turns OAuth off");
+    }
+    fails_with(
+        &[
+            url,
+            "--workload-token-file",
+            "/tmp/t",
+            "--client-secret",
+            "s",
+        ],
+        "--client-secret",
+    );
+    fails_with(
+        &[
+            url,
+            "--workload-token-file",
+            "/tmp/t",
+            "--idp-issuer",
+            "https://i",
+        ],
+        "--idp-issuer",
+    );
+    fails_with(
+        &[
+            url,
+            "--idp-issuer",
+            "https://idp.example",
+            "--client-id",
+            "x",
+        ],
+        "--idp-client-id",
+    );
+    fails_with(
+        &[
+            url,
+            "--idp-issuer",
+            "https://idp.example",
+            "--idp-client-id",
+            "c",
+        ],
+        "needs --client-id",
+    );
+    fails_with(
+        &[
+            url,
+            "--idp-issuer",
+            "http://idp.example",
+            "--idp-client-id",
+            "c",
+            "--client-id",
+            "x",
+        ],
+        "must be https",
+    );
+    fails_with(&[url, "--idp-id-token-file", "/tmp/t"], "--idp-issuer");
+    fails_with(&[url, "--dpop", "sometimes"], "--dpop");
+    fails_with(
+        &[url, "--max-credential-file", "0"],
+        "--max-credential-file",
+    );
+}

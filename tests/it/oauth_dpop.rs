@@ -36,6 +36,8 @@ struct World {
     rs_nonce_always_new: AtomicBool,
     /// The authorization server issues Bearer tokens whatever the proof (no DPoP there).
     as_ignores_dpop: AtomicBool,
+    /// The resource server knows only Bearer: it challenges and accepts that scheme alone.
+    rs_bearer_only: AtomicBool,
     /// Access and refresh tokens, and the key thumbprint each is bound to ("" = Bearer).
     bound_to: Mutex<HashMap<String, String>>,
     issued: AtomicU32,
@@ -198,6 +200,9 @@ impl World {
             .lock()
             .unwrap()
             .push(authorization.clone());
+        if self.rs_bearer_only.load(Ordering::SeqCst) {
+            return self.bearer_only(seen, authorization.as_deref());
+        }
         let challenge = |error: &str| {
             format!(
                 r#"DPoP algs="ES256", resource_metadata="{}/.well-known/oauth-protected-resource/mcp"{error}"#,
@@ -251,6 +256,26 @@ impl World {
             Some("tools/list") => json_reply(result_for(&request, json!({"tools": []}))),
             _ => basic(seen),
         }
+    }
+
+    /// A resource server that knows only Bearer tokens.
+    fn bearer_only(&self, seen: &Seen, authorization: Option<&str>) -> Reply {
+        let token = authorization.and_then(|a| a.strip_prefix("Bearer "));
+        let unbound = |t: &str| {
+            self.bound_to
+                .lock()
+                .unwrap()
+                .get(t)
+                .is_some_and(String::is_empty)
+        };
+        if token.is_some_and(unbound) {
+            return basic(seen);
+        }
+        let challenge = format!(
+            r#"Bearer resource_metadata="{}/.well-known/oauth-protected-resource/mcp""#,
+            self.base()
+        );
+        json_with(401, json!({}), vec![("www-authenticate", challenge)])
     }
 
     fn handle(&self, seen: &Seen) -> Reply {
@@ -651,4 +676,67 @@ async fn check_uses_a_bound_login_with_fresh_proofs_and_the_servers_nonce() {
         leaks(&(stdout + &stderr), &scene.stored()),
         Vec::<String>::new()
     );
+}
+
+#[tokio::test]
+async fn a_server_that_challenges_with_bearer_alone_gets_bearer_tokens_though_its_authorization_server_offers_dpop()
+ {
+    // oidc-provider and Keycloak advertise DPoP by default, in front of servers that know
+    // only Bearer: binding there would lock the user out.
+    let scene = Scene::new(true, 3600).await;
+    scene.world.rs_bearer_only.store(true, Ordering::SeqCst);
+    let mut relay = scene.relay(&["--token-store", "file"]).await;
+    assert!(relay.initialize().await.get("result").is_some());
+    relay.close_stdin();
+    relay.wait_exit().await;
+    assert!(
+        scene.world.token_proofs.lock().unwrap().is_empty(),
+        "no proof"
+    );
+    assert!(!scene.stored().contains("dpop_key"));
+}
+
+#[tokio::test]
+async fn a_refresh_answered_with_a_bearer_token_drops_the_key_and_always_refuses_it() {
+    for (mode, kept_working) in [("auto", true), ("always", false)] {
+        // Bound at login; then the authorization server stops binding, and the token
+        // (expiring at once) is refreshed before the next request.
+        let scene = Scene::new(true, 1).await;
+        let args = [
+            "--token-store",
+            "file",
+            "--oauth-refresh-leeway",
+            "30",
+            "--dpop",
+            mode,
+        ];
+        let mut relay = scene.relay(&args).await;
+        assert!(relay.initialize().await.get("result").is_some());
+        assert!(scene.stored().contains("dpop_key"), "bound at login");
+        let bound_so_far = scene.world.issued.load(Ordering::SeqCst);
+        scene.world.as_ignores_dpop.store(true, Ordering::SeqCst);
+        scene.world.rs_bearer_only.store(true, Ordering::SeqCst);
+        let listed = relay.call(json!(1), "tools/list", json!({})).await;
+        relay.close_stdin();
+        relay.wait_exit().await;
+        let forms = scene.world.token_forms.lock().unwrap().clone();
+        assert!(
+            forms.iter().any(|f| f["grant_type"] == "refresh_token"),
+            "{forms:?}"
+        );
+        let authorizations = scene.world.rs_authorizations.lock().unwrap().clone();
+        // auto: the refreshed Bearer token is presented as one (no key, no proof) and
+        // works; always: it is refused and never presented.
+        assert_eq!(
+            listed.get("result").is_some(),
+            kept_working,
+            "{mode}: {listed}"
+        );
+        let unbound_as_dpop = authorizations.iter().flatten().any(|a| {
+            a.strip_prefix("DPoP dpop-at-secret-")
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n > bound_so_far)
+        });
+        assert!(!unbound_as_dpop, "{mode}: {authorizations:?}");
+    }
 }

@@ -30,6 +30,8 @@ struct World {
     /// The nonce of the IdP's browser login, for its ID token.
     idp_nonce: Mutex<Option<String>>,
     idp_logins: AtomicU32,
+    /// The IdP refuses token exchanges (the user's session there ended).
+    refuse_exchange: std::sync::atomic::AtomicBool,
 }
 
 /// A JWT-shaped token with these claims (the fakes do not check signatures).
@@ -67,12 +69,18 @@ impl World {
                 self.idp_logins.fetch_add(1, Ordering::SeqCst);
                 let nonce = self.idp_nonce.lock().unwrap().clone();
                 let id_token = jwt(json!({"sub": "alice", "nonce": nonce,
+                    "iss": format!("{}/idp", self.base()), "aud": "mcp-stdio-at-idp",
                     "exp": unix_now() + 3600, "marker": "idtok-secret"}));
                 json_with(
                     200,
                     json!({"access_token": "idp-at-secret", "token_type": "Bearer",
                                       "id_token": id_token, "refresh_token": "idp-rt-secret"}),
                 )
+            }
+            Some("urn:ietf:params:oauth:grant-type:token-exchange")
+                if self.refuse_exchange.load(Ordering::SeqCst) =>
+            {
+                json_with(400, json!({"error": "invalid_grant"}))
             }
             Some("urn:ietf:params:oauth:grant-type:token-exchange") => {
                 let id_jag = jwt(json!({"typ": "id-jag", "aud": f["audience"],
@@ -480,9 +488,60 @@ async fn a_credential_file_over_max_credential_file_is_refused_naming_the_flag_n
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert!(said.contains("--max-credential-file (16)"), "{answer}");
+    assert!(
+        said.contains("--max-credential-file (16 bytes)"),
+        "{answer}"
+    );
     relay.close_stdin();
     relay.wait_exit().await;
     assert!(scene.world.forms_at("/token").is_empty(), "nothing sent");
     assert_eq!(leaks(&(said + &relay.stderr())), Vec::<&str>::new());
+}
+
+#[tokio::test]
+async fn a_kept_id_token_the_idp_no_longer_takes_is_forgotten_so_the_next_login_starts_there() {
+    let scene = Scene::new().await;
+    let idp = format!("{}/idp", scene.world.base());
+    let args = [
+        "--idp-issuer",
+        idp.as_str(),
+        "--idp-client-id",
+        "mcp-stdio-at-idp",
+        "--client-id",
+        "xaa-client",
+    ];
+    let env = [("MCP_OAUTH_CLIENT_SECRET", "xaa-secret-at-as")];
+    let mut with_browser: Vec<&str> = args.to_vec();
+    with_browser.push("--oauth");
+    let mut relay = scene.relay("/mcp", &with_browser, &env).await;
+    assert!(relay.initialize().await.get("result").is_some());
+    relay.close_stdin();
+    relay.wait_exit().await;
+    scene.world.refuse_exchange.store(true, Ordering::SeqCst);
+    let mut second = scene.relay("/mcp2", &args, &env).await;
+    let answer = second.initialize().await;
+    second.close_stdin();
+    second.wait_exit().await;
+    let said = answer["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // The refusal ended the kept login; the relay's next attempt says to log in again.
+    assert!(
+        said.contains("no usable login at the identity provider"),
+        "{answer}"
+    );
+    let exchanges = scene.world.forms_at("/idp/token");
+    let exchanges = exchanges
+        .iter()
+        .filter(|(f, _)| f["grant_type"].ends_with("token-exchange"));
+    assert_eq!(
+        exchanges.count(),
+        2,
+        "one per relay, the second refused, none after"
+    );
+    let stored = std::fs::read_to_string(scene.path("state/mcp-stdio/tokens.json")).unwrap();
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    assert!(stored.get("idp_logins").is_none(), "forgotten: {stored}");
+    assert_eq!(leaks(&(said + &second.stderr())), Vec::<&str>::new());
 }

@@ -113,14 +113,24 @@ impl Upstream {
                 .await;
             let retries_left = attempt < self.max_retries;
             attempt += 1;
+            // Every answer may carry the server's next DPoP nonce; this keeps it.
+            let wants_nonce =
+                matches!(&sent, Ok(r) if self.asks_for_nonce(authorization.as_ref(), r));
             match sent {
                 // A DPoP proof without the nonce the server now wants: the same token
-                // again, with a proof that carries it, once (RFC 9449 §9).
-                Ok(response)
-                    if !nonce_retried && self.asks_for_nonce(authorization.as_ref(), &response) =>
-                {
+                // again, with a proof that carries it, once per token (RFC 9449 §9).
+                Ok(_) if wants_nonce && !nonce_retried => {
                     nonce_retried = true;
                     attempt -= 1;
+                }
+                // Asked again at once: a refusal of the proof, not of the token, so no
+                // refresh or login; the host gets the server's answer.
+                Ok(response) if wants_nonce => {
+                    return Ok(Posted {
+                        response,
+                        generation,
+                        carried_session,
+                    });
                 }
                 // A refused token: refresh it (or log in) once, then send again; not enough
                 // scope: log in again for the union of scopes (step-up), once. The request
@@ -138,25 +148,16 @@ impl Upstream {
                         self.fresh_authorization(why, authorization.as_ref())
                             .await?,
                     );
+                    nonce_retried = false; // a new token may need its own nonce retry
                 }
-                Ok(response) if is_rate_limited(response.status()) && retries_left => {
-                    let asked = requested_delay(&response);
-                    match asked {
-                        Some(delay) if delay > self.retry_after_cap => {
-                            return Ok(Posted {
-                                response,
-                                generation,
-                                carried_session,
-                            });
-                        }
-                        _ => {
-                            let delay = asked.unwrap_or_else(|| {
-                                backoff.next().unwrap_or(Duration::from_secs(1))
-                            });
-                            tracing::info!(status = %response.status(), ?delay, "upstream is busy; retrying");
-                            tokio::time::sleep(delay).await;
-                        }
-                    }
+                // Busy: wait as asked (up to the cap; beyond it the answer goes to the host).
+                Ok(response)
+                    if is_rate_limited(response.status())
+                        && retries_left
+                        && let Some(delay) = self.busy_delay(&response, &mut backoff) =>
+                {
+                    tracing::info!(status = %response.status(), ?delay, "upstream is busy; retrying");
+                    tokio::time::sleep(delay).await;
                 }
                 Ok(response) => {
                     return Ok(Posted {
@@ -172,6 +173,20 @@ impl Upstream {
                 }
                 Err(e) => return Err(self.send_failure(&e, attempt, replay_safe)),
             }
+        }
+    }
+
+    /// How long to wait before trying a busy server again: its `Retry-After`, else the
+    /// next backoff step; `None` when it asks for longer than `--retry-after-max`.
+    fn busy_delay(
+        &self,
+        response: &Response,
+        backoff: &mut impl Iterator<Item = Duration>,
+    ) -> Option<Duration> {
+        match requested_delay(response) {
+            Some(delay) if delay > self.retry_after_cap => None,
+            Some(delay) => Some(delay),
+            None => Some(backoff.next().unwrap_or(Duration::from_secs(1))),
         }
     }
 
@@ -260,8 +275,9 @@ impl Upstream {
         long_lived: bool,
     ) -> Result<Response, HttpError> {
         let (mut headers, _, _) = self.headers(ACCEPT_SSE, true);
-        if let Some(presented) = self.current_authorization().await {
-            self.stamp(&presented, &mut headers, "GET", &self.uri);
+        let presented = self.current_authorization().await;
+        if let Some(presented) = &presented {
+            self.stamp(presented, &mut headers, "GET", &self.uri);
         }
         headers.remove(CONTENT_TYPE);
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
@@ -272,9 +288,14 @@ impl Upstream {
         } else {
             Some(self.read_timeout)
         };
-        self.client
+        let opened = self
+            .client
             .send(Method::GET, &self.uri, headers, Bytes::new(), read_timeout)
-            .await
+            .await;
+        if let (Ok(response), Some(presented)) = (&opened, &presented) {
+            self.asks_for_nonce(Some(presented), response); // keeps the server's next nonce
+        }
+        opened
     }
 }
 
