@@ -22,9 +22,9 @@ impl ServerAuth {
         let offered = algs.iter().any(|a| a == ALGORITHM);
         let server_says_dpop = challenge.is_some_and(|c| c.dpop);
         // A server that challenges with Bearer alone takes Bearer tokens only (RFC 9449
-        // §7.1: one that takes both names both): binding because its authorization
-        // server can would lock us out (oidc-provider and Keycloak advertise DPoP by
-        // default, in front of servers that know only Bearer).
+        // §7.1: one that takes both names both): binding because its authorization server
+        // can would lock us out (oidc-provider advertises DPoP by default, in front of
+        // servers that know only Bearer; WORKAROUNDS #59).
         let bearer_only = challenge.is_some_and(|c| c.bearer && !c.dpop);
         let wanted = match self.settings.dpop {
             DpopMode::Never => false,

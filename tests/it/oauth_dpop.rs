@@ -681,8 +681,8 @@ async fn check_uses_a_bound_login_with_fresh_proofs_and_the_servers_nonce() {
 #[tokio::test]
 async fn a_server_that_challenges_with_bearer_alone_gets_bearer_tokens_though_its_authorization_server_offers_dpop()
  {
-    // oidc-provider and Keycloak advertise DPoP by default, in front of servers that know
-    // only Bearer: binding there would lock the user out.
+    // oidc-provider advertises DPoP by default, in front of servers that know only
+    // Bearer: binding there would lock the user out (WORKAROUNDS #59).
     let scene = Scene::new(true, 3600).await;
     scene.world.rs_bearer_only.store(true, Ordering::SeqCst);
     let mut relay = scene.relay(&["--token-store", "file"]).await;
