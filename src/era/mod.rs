@@ -10,6 +10,7 @@ pub mod paging;
 pub mod probe;
 pub mod request;
 pub mod state_token;
+pub mod tasks;
 pub mod tools;
 
 /// The modern revision this relay implements.
