@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 #[path = "fixture_parts/catalog.rs"]
 mod catalog;
+#[path = "fixture_parts/tasks.rs"]
+mod tasks;
 
 type Waiters = Arc<Mutex<HashMap<String, mpsc::Sender<Value>>>>;
 
@@ -89,10 +91,24 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         send(out, &answer(result));
         return;
     }
+    if method == "tools/call"
+        && let Some(task) = tasks::created(params)
+    {
+        send(out, &answer(task));
+        return;
+    }
+    if method == "tasks/get" && tasks::on() {
+        let reply = match tasks::get(params) {
+            Ok(result) => answer(result),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        send(out, &reply);
+        return;
+    }
     let result = match method {
         "initialize" => json!({
             "protocolVersion": params["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-            "capabilities": catalog::capabilities(),
+            "capabilities": tasks::legacy_capabilities(catalog::capabilities()),
             "serverInfo": {"name": "stdio-fixture", "version": "1"}
         }),
         "ping" => json!({}),
@@ -100,7 +116,7 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         "server/discover" if std::env::var("FIXTURE_ERA").as_deref() == Ok("modern") => json!({
             "resultType": "complete",
             "supportedVersions": ["2026-07-28"],
-            "capabilities": {"tools": {}},
+            "capabilities": tasks::modern_capabilities(),
             "serverInfo": {"name": "modern-fixture", "version": "1"}
         }),
         // FIXTURE_TOOLS_LIST=object: a broken server whose tools are an object, not a list.

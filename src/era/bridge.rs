@@ -62,11 +62,25 @@ pub fn initialize_result(discover: Option<&Value>, requested: Option<&str>) -> V
 
 /// The `server/discover` result a modern host gets from the relay in front of a legacy
 /// server: built from the server's `initialize` result, never cached across hosts.
+/// A handshake-era server's capabilities as a 2026-07-28 client is shown them: 2025-11-25's
+/// `tasks` entry left out (2026-07-28 has no such capability, and the server's tasks are
+/// not offered through the extension).
+fn discover_capabilities(initialize: &Value) -> Value {
+    let mut capabilities = initialize
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let Some(object) = capabilities.as_object_mut() {
+        object.remove("tasks");
+    }
+    capabilities
+}
+
 pub fn discover_result(initialize: &Value) -> Value {
     let mut result = json!({
         "resultType": "complete",
         "supportedVersions": [MODERN_VERSION],
-        "capabilities": initialize.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+        "capabilities": discover_capabilities(initialize),
         "ttlMs": 0,
         "cacheScope": "private",
     });

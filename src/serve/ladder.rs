@@ -3,15 +3,20 @@
 //! present and equal to the envelope's version (400, `-32020`); (3) `Mcp-Method` present and
 //! equal to the method (400, `-32020`); (4) the version supported (400, `-32022` with
 //! `supported` and `requested`); (5) `Mcp-Name` present and equal, after base64-sentinel
-//! decoding, to `params.name` or `params.uri` where the method has one (400, `-32020`);
-//! (6) the method known (404, `-32601`). Pure: headers come in as a lookup.
+//! decoding, to `params.name`, `params.uri` or `params.taskId` where the method has one
+//! (400, `-32020`); (6) the method known (404, `-32601`); (7) for the tasks extension's
+//! methods, the client's opt-in (400, `-32021` with `requiredCapabilities`). Pure: headers
+//! come in as a lookup.
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::era::envelope::{self, Claim, ClaimError};
 use crate::era::headers::{decode_value, name_field};
-use crate::era::{HEADER_MISMATCH, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::era::tasks;
+use crate::era::{
+    HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, MODERN_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
+};
 use crate::jsonrpc::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// Methods a 2026-07-28 client may call through the gateway.
@@ -26,6 +31,9 @@ pub const MODERN_METHODS: &[&str] = &[
     "resources/templates/list",
     "completion/complete",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// A rung that failed: the HTTP status and the JSON-RPC error.
@@ -107,6 +115,19 @@ pub fn check(
             METHOD_NOT_FOUND,
             format!("Method not found: {method}"),
             None,
+        ));
+    }
+    // The tasks extension's methods are for clients that opted in to it (SEP-2663), asked
+    // before any task is looked up.
+    if method.starts_with("tasks/") && !tasks::opted_in(&claim.capabilities) {
+        return Err(reject(
+            400,
+            MISSING_CLIENT_CAPABILITY,
+            format!(
+                "{method} needs the tasks extension: declare {} in clientCapabilities.extensions",
+                tasks::EXTENSION
+            ),
+            Some(tasks::missing_capability_data()),
         ));
     }
     Ok(claim)
@@ -247,5 +268,43 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!((e.status, e.code), (404, -32601));
+    }
+
+    #[test]
+    fn tasks_methods_are_routed_by_task_and_need_the_opt_in_after_the_headers() {
+        let opted = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+        let with = |meta: &str| raw(&format!(r#"{{"taskId":"t-1",{meta}}}"#));
+        let routed = |name: &str| {
+            vec![
+                ("mcp-protocol-version", "2026-07-28".to_owned()),
+                ("mcp-method", "tasks/get".to_owned()),
+                ("mcp-name", name.to_owned()),
+            ]
+        };
+        let lookup = |pairs: Vec<(&'static str, String)>| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.clone())
+            }
+        };
+        assert!(check("tasks/get", Some(&with(opted)), lookup(routed("t-1"))).is_ok());
+        // The header names the task; another one is a mismatch, before anything else.
+        let e = check("tasks/get", Some(&with(opted)), lookup(routed("t-2"))).unwrap_err();
+        assert_eq!((e.status, e.code), (400, -32020));
+        let e = check("tasks/get", Some(&with(META)), lookup(routed("t-2"))).unwrap_err();
+        assert_eq!(e.code, -32020, "the header rung comes first");
+        // Without the opt-in: -32021 with the capability that is missing.
+        let e = check("tasks/get", Some(&with(META)), lookup(routed("t-1"))).unwrap_err();
+        assert_eq!((e.status, e.code), (400, -32021));
+        assert_eq!(e.data, Some(tasks::missing_capability_data()));
+        // 2025-11-25's result and list methods are gone from 2026-07-28.
+        for gone in ["tasks/result", "tasks/list"] {
+            let mut headers = routed("t-1");
+            headers[1].1 = gone.to_owned();
+            let e = check(gone, Some(&with(opted)), lookup(headers)).unwrap_err();
+            assert_eq!((e.status, e.code), (404, -32601), "{gone}");
+        }
     }
 }

@@ -45,5 +45,6 @@ mod serve_policy;
 mod serve_policy_identity;
 mod serve_spares;
 mod serve_strict;
+mod serve_tasks;
 mod telemetry;
 mod trace_context;

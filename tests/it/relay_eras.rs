@@ -89,6 +89,17 @@ pub fn modern_server(seen: &Seen) -> Reply {
             ]}),
         )),
         "tools/call" => tool_call(seen, &request),
+        // The tasks extension routes by task: the header must name the body's task.
+        "tasks/get"
+            if seen.header("mcp-name").as_deref() == request["params"]["taskId"].as_str() =>
+        {
+            json_reply(result_for(
+                &request,
+                json!({"resultType": "complete", "taskId": request["params"]["taskId"], "status": "working",
+                       "createdAt": "2026-12-06T10:00:00Z", "lastUpdatedAt": "2026-12-06T10:00:00Z", "ttlMs": null}),
+            ))
+        }
+        "tasks/get" => error_reply(400, &id, -32020, "Mcp-Name does not name the task"),
         "subscriptions/listen" => {
             let sub = id.clone();
             Reply::Sse {
@@ -1057,4 +1068,21 @@ async fn a_modern_hosts_listen_is_a_long_lived_stream_it_can_close() {
         )
         .await;
     assert!(alive.get("result").is_some(), "{alive}");
+}
+
+#[tokio::test]
+async fn a_modern_hosts_task_requests_are_routed_by_task_with_mcp_name() {
+    let upstream = Upstream::start(modern_server).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let meta = envelope(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+    let got = relay
+        .call(
+            json!(1),
+            "tasks/get",
+            json!({"taskId": "task-42", "_meta": meta}),
+        )
+        .await;
+    assert_eq!(got["result"]["taskId"], "task-42", "{got}");
+    let sent = upstream.posts_of("tasks/get").pop().unwrap();
+    assert_eq!(sent.header("mcp-name").as_deref(), Some("task-42"));
 }

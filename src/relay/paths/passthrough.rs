@@ -61,6 +61,8 @@ struct View<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     uri: Option<Cow<'a, str>>,
+    #[serde(rename = "taskId", borrow, default)]
+    task_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow, default)]
@@ -100,6 +102,9 @@ async fn relay_request(ctx: &Ctx, request: &Call) -> Result<(), Failure> {
     let method = request.method.as_str();
     let name = match method {
         "resources/read" => view.as_ref().and_then(|v| v.uri.as_deref()),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            view.as_ref().and_then(|v| v.task_id.as_deref())
+        }
         _ => view.as_ref().and_then(|v| v.name.as_deref()),
     };
     let mut relisted = false;

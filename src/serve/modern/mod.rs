@@ -78,6 +78,16 @@ pub async fn post(
         );
         return json(StatusCode::OK, Bytes::from(line));
     }
+    if method.starts_with("tasks/") && !backend.modern {
+        // A handshake-era child's tasks are not shown to 2026-07-28 clients (its calls run
+        // to their end instead), so no task id this client holds is one of ours.
+        return json_error(
+            StatusCode::OK,
+            &raw_id,
+            INVALID_PARAMS,
+            "Invalid params: unknown task (this server's tasks are not offered to 2026-07-28 clients)",
+        );
+    }
     let mut params = envelope::params_object(parsed.params).unwrap_or_default();
     if method == "tools/call"
         && let Err(mismatch) = super::params::check(gateway, &backend, &params, lookup).await
@@ -123,6 +133,11 @@ pub async fn post(
     }
     if !backend.modern {
         envelope::strip(&mut params);
+        // 2026-07-28 has no `task` parameter; one sent anyway would make a handshake-era
+        // child answer with a 2025-11-25 task this client cannot read.
+        if method == "tools/call" {
+            params.remove("task");
+        }
     }
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).

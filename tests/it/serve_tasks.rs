@@ -1,0 +1,135 @@
+//! The tasks extension (SEP-2663) at serve's 2026-07-28 endpoint: a child that speaks it
+//! gets `tasks/*` passed through once the ladder has checked the routing header
+//! (`Mcp-Name` names the task) and the client's opt-in (-32021 with the capability that is
+//! missing); a handshake-era child's 2025-11-25 tasks are not shown (no `tasks` capability
+//! in `server/discover`, no stray `task` parameter reaching it, every task id unknown).
+
+use serde_json::{Value, json};
+
+use crate::common::modern::CLIENT_CAPABILITIES;
+use crate::common::serve::*;
+
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// `params` from a client that opted in to the tasks extension.
+fn opted_in(mut params: Value) -> Value {
+    params["_meta"] = json!({CLIENT_CAPABILITIES: {"extensions": {EXTENSION: {}}}});
+    crate::common::modern::enveloped(params)
+}
+
+fn error_code(answer: &Answer) -> (u16, Option<i64>) {
+    (answer.status, answer.json()["error"]["code"].as_i64())
+}
+
+#[tokio::test]
+async fn a_child_that_speaks_the_extension_gets_tasks_passed_through_after_the_ladder() {
+    let fixture = fixture();
+    let env = [("FIXTURE_ERA", "modern"), ("FIXTURE_TASKS", "1")];
+    let serve = Serve::start_with(&[], &[fixture.as_str()], &env).await;
+    let discover = serve
+        .modern(json!(1), "server/discover", json!({}), None)
+        .await;
+    assert_eq!(
+        discover.json()["result"]["capabilities"]["extensions"][EXTENSION],
+        json!({}),
+        "{}",
+        discover.body
+    );
+    let get = |id: u64, task: &str, name: &str, params: fn(Value) -> Value| {
+        let serve = &serve;
+        let (task, name) = (task.to_owned(), name.to_owned());
+        async move {
+            serve
+                .modern(
+                    json!(id),
+                    "tasks/get",
+                    params(json!({"taskId": task})),
+                    Some(&name),
+                )
+                .await
+        }
+    };
+    let known = get(2, "t-known", "t-known", opted_in).await;
+    assert_eq!(
+        known.json()["result"]["status"],
+        "working",
+        "{}",
+        known.body
+    );
+    assert_eq!(known.json()["result"]["taskId"], "t-known");
+    let unknown = get(3, "t-other", "t-other", opted_in).await;
+    assert_eq!(
+        error_code(&unknown).1,
+        Some(-32602),
+        "the child's own answer"
+    );
+    // The routing header names another task: refused before the child hears of it.
+    let mismatched = get(4, "t-known", "t-other", opted_in).await;
+    assert_eq!(
+        error_code(&mismatched),
+        (400, Some(-32020)),
+        "{}",
+        mismatched.body
+    );
+    // No opt-in: -32021, naming the extension.
+    let undeclared = get(5, "t-known", "t-known", |p| p).await;
+    assert_eq!(
+        error_code(&undeclared),
+        (400, Some(-32021)),
+        "{}",
+        undeclared.body
+    );
+    assert_eq!(
+        undeclared.json()["error"]["data"]["requiredCapabilities"]["extensions"][EXTENSION],
+        json!({})
+    );
+    // 2025-11-25's result and list methods do not exist in 2026-07-28.
+    let gone = serve
+        .modern(
+            json!(6),
+            "tasks/result",
+            opted_in(json!({"taskId": "t-known"})),
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&gone), (404, Some(-32601)));
+}
+
+#[tokio::test]
+async fn a_handshake_era_childs_tasks_are_not_shown_to_a_2026_07_28_client() {
+    let fixture = fixture();
+    let serve = Serve::start_with(&[], &[fixture.as_str()], &[("FIXTURE_TASKS", "1")]).await;
+    let discover = serve
+        .modern(json!(1), "server/discover", json!({}), None)
+        .await;
+    let capabilities = &discover.json()["result"]["capabilities"];
+    assert!(capabilities.get("tasks").is_none(), "{capabilities}");
+    assert!(
+        capabilities["extensions"].get(EXTENSION).is_none(),
+        "{capabilities}"
+    );
+    // A stray 2025-11-25 `task` parameter does not reach the child: the call runs plainly.
+    let called = serve
+        .modern(
+            json!(2),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "plain"}, "task": {"ttl": 60000}}),
+            Some("echo"),
+        )
+        .await;
+    assert_eq!(
+        called.json()["result"]["content"][0]["text"],
+        "plain",
+        "{}",
+        called.body
+    );
+    let get = serve
+        .modern(
+            json!(3),
+            "tasks/get",
+            opted_in(json!({"taskId": "t-known"})),
+            Some("t-known"),
+        )
+        .await;
+    assert_eq!(error_code(&get), (200, Some(-32602)), "{}", get.body);
+}
