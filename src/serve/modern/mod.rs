@@ -79,14 +79,7 @@ pub async fn post(
         return json(StatusCode::OK, Bytes::from(line));
     }
     if method.starts_with("tasks/") && !backend.modern {
-        // A handshake-era child's tasks are not shown to 2026-07-28 clients (its calls run
-        // to their end instead), so no task id this client holds is one of ours.
-        return json_error(
-            StatusCode::OK,
-            &raw_id,
-            INVALID_PARAMS,
-            "Invalid params: unknown task (this server's tasks are not offered to 2026-07-28 clients)",
-        );
+        return unknown_task(&raw_id);
     }
     let mut params = envelope::params_object(parsed.params).unwrap_or_default();
     if method == "tools/call"
@@ -132,17 +125,33 @@ pub async fn post(
         params.remove("inputResponses");
     }
     if !backend.modern {
-        envelope::strip(&mut params);
-        // 2026-07-28 has no `task` parameter; one sent anyway would make a handshake-era
-        // child answer with a 2025-11-25 task this client cannot read.
-        if method == "tools/call" {
-            params.remove("task");
-        }
+        for_handshake_era(method, &mut params);
     }
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).
     carry_trace(headers, &mut params);
     exchange(gateway, backend, request, method, params).await
+}
+
+/// A handshake-era child's tasks are not shown to 2026-07-28 clients (its calls run to their
+/// end instead), so no task id such a client holds is one of ours.
+fn unknown_task(raw_id: &str) -> Response<Body> {
+    json_error(
+        StatusCode::OK,
+        raw_id,
+        INVALID_PARAMS,
+        "Invalid params: unknown task (this server's tasks are not offered to 2026-07-28 clients)",
+    )
+}
+
+/// A 2026-07-28 request's params made fit for a handshake-era child: the envelope out, and
+/// a `task` parameter (which 2026-07-28 does not have; sent anyway, it would make the
+/// child answer with a 2025-11-25 task the client cannot read).
+fn for_handshake_era(method: &str, params: &mut Map<String, Value>) {
+    envelope::strip(params);
+    if method == "tools/call" {
+        params.remove("task");
+    }
 }
 
 /// Sends the request to the principal's backend and answers with what comes back; at an
