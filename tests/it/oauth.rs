@@ -75,13 +75,13 @@ impl World {
     }
 }
 
-fn form(body: &str) -> HashMap<String, String> {
+pub(crate) fn form(body: &str) -> HashMap<String, String> {
     url::form_urlencoded::parse(body.as_bytes())
         .into_owned()
         .collect()
 }
 
-fn json_with(status: u16, body: Value) -> Reply {
+pub(crate) fn json_with(status: u16, body: Value) -> Reply {
     Reply::Json {
         status,
         body: body.to_string(),
@@ -334,7 +334,7 @@ impl Scene {
 
 /// A `$BROWSER` that follows the authorization redirect to the callback, as a user's
 /// browser would after they approve.
-fn browser(dir: &std::path::Path) -> String {
+pub(crate) fn browser(dir: &std::path::Path) -> String {
     let path = dir.join("browser.sh");
     std::fs::write(
         &path,

@@ -359,14 +359,7 @@ impl Scene {
         let upstream = Upstream::start(move |seen| w.handle(seen)).await;
         world.base.set(format!("http://{}", upstream.addr)).unwrap();
         let home = tempfile::tempdir().unwrap();
-        let browser = home.path().join("browser.sh");
-        std::fs::write(
-            &browser,
-            "#!/bin/sh\nexec python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::oauth::browser(home.path()); // writes home/browser.sh
         Scene {
             upstream,
             world,

@@ -44,19 +44,7 @@ fn jwt(claims: Value) -> String {
     )
 }
 
-fn form(body: &str) -> HashMap<String, String> {
-    url::form_urlencoded::parse(body.as_bytes())
-        .into_owned()
-        .collect()
-}
-
-fn json_with(status: u16, body: Value) -> Reply {
-    Reply::Json {
-        status,
-        body: body.to_string(),
-        headers: vec![],
-    }
-}
+use crate::oauth::{form, json_with};
 
 impl World {
     fn base(&self) -> &str {
@@ -215,14 +203,7 @@ impl Scene {
         let upstream = Upstream::start(move |seen| w.handle(seen)).await;
         world.base.set(format!("http://{}", upstream.addr)).unwrap();
         let home = tempfile::tempdir().unwrap();
-        let browser = home.path().join("browser.sh");
-        std::fs::write(
-            &browser,
-            "#!/bin/sh\nexec python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::oauth::browser(home.path()); // writes home/browser.sh
         Scene {
             _upstream: upstream,
             world,
@@ -246,6 +227,40 @@ impl Scene {
         let mut all = vec!["--log-level", "trace", "--token-store", "file"];
         all.extend_from_slice(args);
         Relay::start_with_env(&url, &all, &all_env).await
+    }
+}
+
+/// The MCP authorization server's client secret, from the environment as a host gives it.
+const ENTERPRISE_SECRET: (&str, &str) = ("MCP_OAUTH_CLIENT_SECRET", "xaa-secret-at-as");
+
+impl Scene {
+    fn idp(&self) -> String {
+        format!("{}/idp", self.world.base())
+    }
+
+    /// The enterprise flags for the IdP at `idp`.
+    fn enterprise_args<'a>(&self, idp: &'a str) -> [&'a str; 6] {
+        [
+            "--idp-issuer",
+            idp,
+            "--idp-client-id",
+            "mcp-stdio-at-idp",
+            "--client-id",
+            "xaa-client",
+        ]
+    }
+
+    /// A relay for `/mcp` that may open a browser: it logs in at the IdP (the browser
+    /// stand-in approves), and the handshake succeeds. Returns it, ended.
+    async fn browser_login_at_the_idp(&self) -> Relay {
+        let idp = self.idp();
+        let mut args = self.enterprise_args(&idp).to_vec();
+        args.push("--oauth");
+        let mut relay = self.relay("/mcp", &args, &[ENTERPRISE_SECRET]).await;
+        assert!(relay.initialize().await.get("result").is_some());
+        relay.close_stdin();
+        relay.wait_exit().await;
+        relay
     }
 }
 
@@ -413,22 +428,10 @@ async fn an_id_token_file_is_exchanged_for_an_id_jag_that_the_authorization_serv
 #[tokio::test]
 async fn one_browser_login_at_the_identity_provider_serves_every_server_of_the_organisation() {
     let scene = Scene::new().await;
-    let idp = format!("{}/idp", scene.world.base());
-    let args = [
-        "--idp-issuer",
-        idp.as_str(),
-        "--idp-client-id",
-        "mcp-stdio-at-idp",
-        "--client-id",
-        "xaa-client",
-    ];
-    let env = [("MCP_OAUTH_CLIENT_SECRET", "xaa-secret-at-as")];
-    let mut with_browser: Vec<&str> = args.to_vec();
-    with_browser.push("--oauth");
-    let mut relay = scene.relay("/mcp", &with_browser, &env).await;
-    assert!(relay.initialize().await.get("result").is_some());
-    relay.close_stdin();
-    relay.wait_exit().await;
+    let relay = scene.browser_login_at_the_idp().await;
+    let idp = scene.idp();
+    let args = scene.enterprise_args(&idp);
+    let env = [ENTERPRISE_SECRET];
     assert_eq!(scene.world.idp_logins.load(Ordering::SeqCst), 1);
     // A second server of the organisation, in a relay that may not open a browser.
     let mut second = scene.relay("/mcp2", &args, &env).await;
@@ -501,22 +504,10 @@ async fn a_credential_file_over_max_credential_file_is_refused_naming_the_flag_n
 #[tokio::test]
 async fn a_kept_id_token_the_idp_no_longer_takes_is_forgotten_so_the_next_login_starts_there() {
     let scene = Scene::new().await;
-    let idp = format!("{}/idp", scene.world.base());
-    let args = [
-        "--idp-issuer",
-        idp.as_str(),
-        "--idp-client-id",
-        "mcp-stdio-at-idp",
-        "--client-id",
-        "xaa-client",
-    ];
-    let env = [("MCP_OAUTH_CLIENT_SECRET", "xaa-secret-at-as")];
-    let mut with_browser: Vec<&str> = args.to_vec();
-    with_browser.push("--oauth");
-    let mut relay = scene.relay("/mcp", &with_browser, &env).await;
-    assert!(relay.initialize().await.get("result").is_some());
-    relay.close_stdin();
-    relay.wait_exit().await;
+    let first = scene.browser_login_at_the_idp().await;
+    let idp = scene.idp();
+    let args = scene.enterprise_args(&idp);
+    let env = [ENTERPRISE_SECRET];
     scene.world.refuse_exchange.store(true, Ordering::SeqCst);
     let mut second = scene.relay("/mcp2", &args, &env).await;
     let answer = second.initialize().await;
@@ -543,5 +534,8 @@ async fn a_kept_id_token_the_idp_no_longer_takes_is_forgotten_so_the_next_login_
     let stored = std::fs::read_to_string(scene.path("state/mcp-stdio/tokens.json")).unwrap();
     let stored: Value = serde_json::from_str(&stored).unwrap();
     assert!(stored.get("idp_logins").is_none(), "forgotten: {stored}");
-    assert_eq!(leaks(&(said + &second.stderr())), Vec::<&str>::new());
+    assert_eq!(
+        leaks(&(said + &first.stderr() + &second.stderr())),
+        Vec::<&str>::new()
+    );
 }
