@@ -337,7 +337,7 @@ fn json_with(status: u16, body: Value, headers: Vec<(&'static str, String)>) -> 
     }
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

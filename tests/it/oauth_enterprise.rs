@@ -183,12 +183,7 @@ impl World {
     }
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
+use crate::oauth_dpop::unix_now;
 
 struct Scene {
     _upstream: Upstream,
