@@ -18,6 +18,35 @@ pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 pub const STATUS_NOTIFICATION: &str = "notifications/tasks";
 pub const LEGACY_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 
+/// What a 2026-07-28 client is told of a task id when the server behind the gateway is a
+/// handshake-era one: its 2025-11-25 tasks are not offered (its calls run to their end), so
+/// no id the client holds is one of ours (-32602).
+pub const UNKNOWN_TASK: &str =
+    "Invalid params: unknown task (this server's tasks are not offered to 2026-07-28 clients)";
+
+/// The refusal a 2026-07-28 request for a tasks method gets when the server is a
+/// handshake-era one: the removed methods are unknown (-32601), the others need the
+/// opt-in (-32021 with the capability) and then name no task of ours (-32602). The code,
+/// the message and the data.
+pub fn hidden_tasks_refusal(
+    method: &str,
+    client_capabilities: &Value,
+) -> (i64, String, Option<Value>) {
+    if !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
+        return (-32601, format!("Method not found: {method}"), None);
+    }
+    if !opted_in(client_capabilities) {
+        return (
+            super::MISSING_CLIENT_CAPABILITY,
+            format!(
+                "{method} needs the tasks extension: declare {EXTENSION} in clientCapabilities.extensions"
+            ),
+            Some(missing_capability_data()),
+        );
+    }
+    (-32602, UNKNOWN_TASK.to_owned(), None)
+}
+
 /// A task's states in both eras.
 pub const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
 

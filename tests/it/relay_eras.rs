@@ -1086,3 +1086,51 @@ async fn a_modern_hosts_task_requests_are_routed_by_task_with_mcp_name() {
     let sent = upstream.posts_of("tasks/get").pop().unwrap();
     assert_eq!(sent.header("mcp-name").as_deref(), Some("task-42"));
 }
+
+#[tokio::test]
+async fn a_legacy_servers_tasks_are_hidden_from_a_modern_host_as_serve_hides_them() {
+    let upstream = Upstream::start(|seen: &Seen| {
+        let request = seen.json();
+        if request["method"] == "tools/call" {
+            // A 2025-11-25 task server: a `task` parameter gets a nested task back.
+            let result = match request["params"].get("task") {
+                Some(_) => json!({"task": {"taskId": "legacy-1", "status": "working", "ttl": null,
+                                           "createdAt": "x", "lastUpdatedAt": "x"}}),
+                None => json!({"content": [{"type": "text", "text": "plain"}]}),
+            };
+            return json_reply(result_for(&request, result));
+        }
+        legacy_server(seen)
+    })
+    .await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    let opted = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let called = relay
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "echo", "task": {"ttl": 1000}, "_meta": envelope(opted.clone())}),
+        )
+        .await;
+    assert_eq!(called["result"]["content"][0]["text"], "plain", "{called}");
+    let codes = [
+        ("tasks/get", json!({}), -32021),
+        ("tasks/get", opted.clone(), -32602),
+        ("tasks/cancel", opted.clone(), -32602),
+        ("tasks/list", opted.clone(), -32601),
+    ];
+    for (n, (method, capabilities, code)) in codes.into_iter().enumerate() {
+        let answer = relay
+            .call(
+                json!(10 + n),
+                method,
+                json!({"taskId": "legacy-1", "_meta": envelope(capabilities)}),
+            )
+            .await;
+        assert_eq!(answer["error"]["code"], code, "{method}: {answer}");
+    }
+    assert!(
+        upstream.posts_of("tasks/get").is_empty(),
+        "never asked upstream"
+    );
+}

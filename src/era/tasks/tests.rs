@@ -170,3 +170,14 @@ fn related_task_meta_is_read_added_and_removed() {
     assert!(bare.get("_meta").is_none());
     assert!(is_terminal("cancelled") && !is_terminal("input_required"));
 }
+
+#[test]
+fn a_handshake_era_servers_hidden_tasks_are_refused_in_the_ladders_order() {
+    let opted = json!({"extensions": {EXTENSION: {}}});
+    assert_eq!(hidden_tasks_refusal("tasks/list", &opted).0, -32601);
+    assert_eq!(hidden_tasks_refusal("tasks/result", &opted).0, -32601);
+    let (code, _, data) = hidden_tasks_refusal("tasks/get", &json!({}));
+    assert_eq!((code, data), (-32021, Some(missing_capability_data())));
+    let (code, message, _) = hidden_tasks_refusal("tasks/cancel", &opted);
+    assert_eq!((code, message.as_str()), (-32602, UNKNOWN_TASK));
+}

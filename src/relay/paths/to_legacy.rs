@@ -20,6 +20,7 @@ use crate::era::bridge::discover_result;
 use crate::era::envelope::{self, Claim};
 use crate::era::mrtr::{self, InputRequest};
 use crate::era::request::request_line;
+use crate::era::tasks;
 use crate::era::{self, LATEST_LEGACY_VERSION};
 use crate::jsonrpc::error::{METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{self, IdKey};
@@ -46,6 +47,16 @@ async fn answer(path: &Arc<ToLegacy>, request: &Call) -> Result<(), Failure> {
             code: METHOD_NOT_FOUND,
             message: "Method not found: ping does not exist in protocol 2026-07-28".into(),
             data: None,
+        });
+    }
+    if request.method.starts_with("tasks/") {
+        // The server's 2025-11-25 tasks are not offered to a 2026-07-28 host (as serve).
+        let (code, message, data) =
+            tasks::hidden_tasks_refusal(&request.method, &claim.capabilities);
+        return Err(Failure {
+            code,
+            message,
+            data,
         });
     }
     let initialize = ensure_session(path, &claim).await?;
@@ -142,6 +153,11 @@ async fn forward(
         return resume(path, request, claim, &params, state, name).await;
     }
     envelope::strip(&mut params);
+    if method == "tools/call" {
+        // 2026-07-28 has no `task` parameter: one sent anyway would bring back a nested
+        // 2025-11-25 task this host cannot read.
+        params.remove("task");
+    }
     if let Some(level) = &claim.log_level
         && initialize.pointer("/capabilities/logging").is_some()
     {

@@ -140,7 +140,7 @@ fn unknown_task(raw_id: &str) -> Response<Body> {
         StatusCode::OK,
         raw_id,
         INVALID_PARAMS,
-        "Invalid params: unknown task (this server's tasks are not offered to 2026-07-28 clients)",
+        crate::era::tasks::UNKNOWN_TASK,
     )
 }
 
