@@ -1,8 +1,9 @@
 //! The tasks extension (SEP-2663) at serve's 2026-07-28 endpoint: a child that speaks it
 //! gets `tasks/*` passed through once the ladder has checked the routing header
 //! (`Mcp-Name` names the task) and the client's opt-in (-32021 with the capability that is
-//! missing); a handshake-era child's 2025-11-25 tasks are not shown (no `tasks` capability
-//! in `server/discover`, no stray `task` parameter reaching it, every task id unknown).
+//! missing); a handshake-era child's 2025-11-25 tasks are not shown to 2026-07-28 clients
+//! (no `tasks` capability in `server/discover`, no stray `task` parameter reaching it,
+//! every task id unknown), and pass through a handshake-era session untouched.
 
 use serde_json::{Value, json};
 
@@ -132,4 +133,38 @@ async fn a_handshake_era_childs_tasks_are_not_shown_to_a_2026_07_28_client() {
         )
         .await;
     assert_eq!(error_code(&get), (200, Some(-32602)), "{}", get.body);
+}
+
+#[tokio::test]
+async fn a_handshake_era_session_passes_2025_11_25_tasks_through_untouched() {
+    let fixture = fixture();
+    let serve = Serve::start_with(&[], &[fixture.as_str()], &[("FIXTURE_TASKS", "1")]).await;
+    let opened = serve.send("POST", "/mcp", &[], &initialize_body()).await;
+    assert_eq!(
+        opened.json()["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        json!({}),
+        "the child's capability, as it is: {}",
+        opened.body
+    );
+    let session = opened.session();
+    let created = serve
+        .post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {}, "task": {"ttl": 60000}}}),
+        )
+        .await;
+    assert_eq!(
+        created.json()["result"]["task"]["taskId"],
+        "legacy-1",
+        "{}",
+        created.body
+    );
+    let got = serve
+        .post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "t-known"}}),
+        )
+        .await;
+    assert_eq!(got.json()["result"]["taskId"], "t-known", "{}", got.body);
 }
