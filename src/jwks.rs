@@ -123,50 +123,13 @@ impl Keys {
 
     /// `jwks_uri` from the issuer's metadata.
     async fn discover(&self) -> Result<Url, String> {
-        let metadata = server_metadata(&self.http, &self.issuer, self.flag).await?;
+        let metadata =
+            crate::oauth::discovery::server_metadata(&self.http, &self.issuer, self.flag).await?;
         let uri = metadata["jwks_uri"]
             .as_str()
             .ok_or("the authorization server metadata has no jwks_uri")?;
         wellknown::checked(uri, "jwks_uri")
     }
-}
-
-/// An authorization server's metadata document (RFC 8414, then OpenID Connect discovery),
-/// whose `issuer` must be exactly `issuer` (`flag` names where that came from, for the
-/// error).
-pub async fn server_metadata(
-    http: &OAuthHttp,
-    issuer: &Url,
-    flag: &str,
-) -> Result<serde_json::Value, String> {
-    let mut problems = Vec::new();
-    for candidate in wellknown::authorization_server_candidates(issuer) {
-        let fetched = match http.get_json(&candidate).await {
-            Ok(fetched) if fetched.status.is_success() => fetched,
-            Ok(fetched) => {
-                problems.push(format!("{}: HTTP {}", candidate.path(), fetched.status));
-                continue;
-            }
-            Err(e) => {
-                problems.push(e);
-                continue;
-            }
-        };
-        let metadata: serde_json::Value = serde_json::from_slice(&fetched.body)
-            .map_err(|e| format!("the authorization server metadata is not JSON ({e})"))?;
-        let named = metadata["issuer"].as_str().unwrap_or_default();
-        if named != issuer.as_str() && named != issuer.as_str().trim_end_matches('/') {
-            return Err(format!(
-                "the authorization server metadata names issuer {named:?}, not {:?} ({flag})",
-                issuer.as_str()
-            ));
-        }
-        return Ok(metadata);
-    }
-    Err(format!(
-        "no authorization server metadata for {flag} {issuer} ({})",
-        problems.join("; ")
-    ))
 }
 
 impl KeySet {

@@ -1,7 +1,8 @@
 //! Finds the authorization server for an MCP server: protected resource metadata (the
 //! challenge's hint, then the well-known URLs), then that server's own metadata (RFC 8414,
 //! then OpenID Connect), and, for a server that publishes none, the 2025-03-26 defaults at
-//! its origin.
+//! its origin; and any issuer's metadata document fetched and checked as a JSON value
+//! (`server_metadata`: serve's key sets, `--login-oidc`, the enterprise identity provider).
 
 use url::Url;
 
@@ -172,6 +173,44 @@ async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, String> {
         },
         legacy_defaults: true,
     })
+}
+
+/// An authorization server's metadata document (RFC 8414, then OpenID Connect discovery),
+/// whose `issuer` must be exactly `issuer` (`flag` names where that came from, for the
+/// error).
+pub async fn server_metadata(
+    http: &OAuthHttp,
+    issuer: &Url,
+    flag: &str,
+) -> Result<serde_json::Value, String> {
+    let mut problems = Vec::new();
+    for candidate in wellknown::authorization_server_candidates(issuer) {
+        let fetched = match http.get_json(&candidate).await {
+            Ok(fetched) if fetched.status.is_success() => fetched,
+            Ok(fetched) => {
+                problems.push(format!("{}: HTTP {}", candidate.path(), fetched.status));
+                continue;
+            }
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let metadata: serde_json::Value = serde_json::from_slice(&fetched.body)
+            .map_err(|e| format!("the authorization server metadata is not JSON ({e})"))?;
+        let named = metadata["issuer"].as_str().unwrap_or_default();
+        if named != issuer.as_str() && named != issuer.as_str().trim_end_matches('/') {
+            return Err(format!(
+                "the authorization server metadata names issuer {named:?}, not {:?} ({flag})",
+                issuer.as_str()
+            ));
+        }
+        return Ok(metadata);
+    }
+    Err(format!(
+        "no authorization server metadata for {flag} {issuer} ({})",
+        problems.join("; ")
+    ))
 }
 
 #[cfg(test)]

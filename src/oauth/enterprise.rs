@@ -145,7 +145,7 @@ impl ServerAuth {
     async fn idp_endpoints(&self, idp: &IdpSettings) -> Result<IdpEndpoints, String> {
         let issuer = url::Url::parse(&idp.issuer)
             .map_err(|e| format!("--idp-issuer '{}' is not a URL ({e})", idp.issuer))?;
-        let metadata = crate::jwks::server_metadata(&self.http, &issuer, "--idp-issuer")
+        let metadata = super::discovery::server_metadata(&self.http, &issuer, "--idp-issuer")
             .await
             .map_err(|e| format!("the identity provider {}: {e}", idp.issuer))?;
         idp_endpoints(&metadata)

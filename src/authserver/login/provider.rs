@@ -1,5 +1,5 @@
 //! The OpenID provider as a client sees it: its endpoints from its metadata (the same
-//! discovery as resource-server mode's, `jwks::server_metadata`), kept once found, the code exchange (client secret over HTTP
+//! discovery as resource-server mode's, `oauth::discovery::server_metadata`), kept once found, the code exchange (client secret over HTTP
 //! Basic, PKCE verifier) that yields the id_token, and UserInfo for claims a provider
 //! keeps out of the id_token (OpenID Connect Core §5.4 allows that once an access token is
 //! issued).
@@ -51,7 +51,8 @@ impl Provider {
 
     async fn discover(&self) -> Result<Endpoints, String> {
         let metadata =
-            crate::jwks::server_metadata(&self.http, &self.issuer, "--login-oidc").await?;
+            crate::oauth::discovery::server_metadata(&self.http, &self.issuer, "--login-oidc")
+                .await?;
         let endpoint = |name: &str| {
             metadata[name]
                 .as_str()
