@@ -285,6 +285,20 @@ fn handle(world: &World, seen: &Seen) -> Reply {
     }
 }
 
+/// An authorization endpoint's approval: back to the query's `redirect_uri` with `code` and
+/// the query's `state` (what a browser follows after the user says yes).
+pub(crate) fn approve(query: &HashMap<String, String>, code: &str) -> Reply {
+    let location = format!(
+        "{}?code={code}&state={}",
+        query["redirect_uri"], query["state"]
+    );
+    Reply::Json {
+        status: 302,
+        body: String::new(),
+        headers: vec![("location", location)],
+    }
+}
+
 /// The protected MCP server and its authorization server; tokens live `expires_in` s.
 pub async fn world(expires_in: u64) -> (Upstream, Arc<World>) {
     let world = Arc::new(World::default());

@@ -308,19 +308,8 @@ impl World {
                 )
             }
             (Method::GET, "/authorize") => {
-                let query: HashMap<String, String> =
-                    url::form_urlencoded::parse(seen.uri.query().unwrap_or("").as_bytes())
-                        .into_owned()
-                        .collect();
-                let location = format!(
-                    "{}?code=dpop-code-secret&state={}",
-                    query["redirect_uri"], query["state"]
-                );
-                Reply::Json {
-                    status: 302,
-                    body: String::new(),
-                    headers: vec![("location", location)],
-                }
+                let query = crate::oauth::form(seen.uri.query().unwrap_or(""));
+                crate::oauth::approve(&query, "dpop-code-secret")
             }
             (Method::POST, "/token") => self.token(seen),
             (_, "/mcp") => self.resource(seen),
@@ -621,6 +610,10 @@ async fn a_server_that_keeps_asking_for_new_nonces_gets_one_retry_not_a_loop() {
         scene.world.rs_authorizations.lock().unwrap()
     );
     let stderr = relay.stderr();
+    assert!(
+        stderr.contains("DEBUG") || stderr.contains("TRACE"),
+        "live logs: {stderr}"
+    );
     assert_eq!(leaks(&stderr, &scene.stored()), Vec::<String>::new());
 }
 
@@ -664,6 +657,11 @@ async fn check_uses_a_bound_login_with_fresh_proofs_and_the_servers_nonce() {
             .iter()
             .any(|p| p.claims["nonce"] == "rs-nonce-check"),
         "the nonce was carried after it was asked for"
+    );
+    // The login's own log line: the channel the secrets would leak on is live.
+    assert!(
+        stderr.contains("logged in with a browser (DPoP-bound)"),
+        "{stderr}"
     );
     assert_eq!(
         leaks(&(stdout + &stderr), &scene.stored()),
