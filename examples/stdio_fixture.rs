@@ -81,7 +81,12 @@ fn main() {
     }
 }
 
-fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>, request: Value) {
+fn handle(
+    out: &Arc<Mutex<std::io::Stdout>>,
+    waiters: &Waiters,
+    counter: &Mutex<u64>,
+    request: Value,
+) {
     let id = request["id"].clone();
     let params = &request["params"];
     let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
@@ -91,10 +96,27 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
         send(out, &answer(result));
         return;
     }
-    if method == "tools/call"
-        && let Some(task) = tasks::created(params)
-    {
-        send(out, &answer(task));
+    let ask = {
+        let (out, waiters) = (out.clone(), waiters.clone());
+        let asked = request["id"].to_string();
+        Box::new(move |method: &str, params: Value| {
+            let question_id = format!("task-question-{asked}");
+            let (tx, rx) = mpsc::channel();
+            waiters.lock().unwrap().insert(question_id.clone(), tx);
+            send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": question_id, "method": method, "params": params}),
+            );
+            rx.recv_timeout(Duration::from_secs(60))
+                .unwrap_or(Value::Null)
+        })
+    };
+    if let Some(reply) = tasks::legacy(method, params, ask) {
+        let reply = match reply {
+            Ok(result) => answer(result),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        send(out, &reply);
         return;
     }
     if method == "tasks/get" && tasks::on() {
@@ -144,7 +166,13 @@ fn handle(out: &Mutex<std::io::Stdout>, waiters: &Waiters, counter: &Mutex<u64>,
                 {"name": "meta", "inputSchema": {"type": "object"}},
                 {"name": "region", "inputSchema": {"type": "object", "properties": {
                     "region": {"type": "string", "x-mcp-header": "Region"}}}}
-            ]),
+            ])
+            .as_array()
+            .into_iter()
+            .flatten()
+            .cloned()
+            .chain(tasks::tools())
+            .collect(),
             params,
         ),
         "tools/call" => {

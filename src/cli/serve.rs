@@ -97,6 +97,8 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         },
         child_probe_timeout: args.child_probe_timeout,
         input_timeout: args.input_timeout,
+        max_tasks_per_principal: args.max_tasks_per_principal as usize,
+        task_ttl: args.task_ttl,
         cluster,
         reload_grace: args.reload_grace,
         aggregate,

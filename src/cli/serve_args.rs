@@ -228,6 +228,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = positive_seconds, allow_hyphen_values = true)]
     pub(super) input_timeout: Duration,
 
+    /// Most tasks one principal may hold at once when a 2026-07-28 client's calls run as a
+    /// handshake-era server's tasks; a call past it gets an error naming this flag.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub(super) max_tasks_per_principal: u64,
+
+    /// Seconds a task is kept for a 2026-07-28 client when a handshake-era server runs it
+    /// (the `ttl` asked of the server; a shorter one it grants wins): then it is dropped.
+    #[arg(long, value_name = "SECONDS", default_value = "3600", value_parser = positive_seconds, allow_hyphen_values = true)]
+    pub(super) task_ttl: Duration,
+
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "info", env = "MCP_STDIO_LOG_LEVEL")]
     pub(super) log_level: LogLevel,

@@ -70,6 +70,11 @@ pub struct ServeConfig {
     pub child_probe_timeout: Duration,
     /// `--input-timeout`: how long a call waits parked for a client's `input_required` retry.
     pub input_timeout: Duration,
+    /// `--max-tasks-per-principal`: tasks one principal may hold (a handshake-era child's,
+    /// run for 2026-07-28 clients).
+    pub max_tasks_per_principal: usize,
+    /// `--task-ttl`: the longest a task is kept.
+    pub task_ttl: Duration,
     /// `--cluster-key-file` and `--advertise-url`: one of several replicas.
     pub cluster: Option<cluster::ClusterConfig>,
     /// `--reload-grace` (with `--config`): how long sessions of a server that a reload

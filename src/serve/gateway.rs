@@ -50,6 +50,8 @@ pub struct Gateway {
     pub(super) era: tokio::sync::Mutex<Option<child_era::ChildEra>>,
     /// Calls of handshake-era children waiting for a client's `input_required` retry.
     pub parked: Arc<crate::parking::Rounds<ChildCall>>,
+    /// Tasks of handshake-era children held for 2026-07-28 clients.
+    pub tasks: Arc<super::task_table::Tasks>,
     /// How each request's caller is checked.
     pub auth: auth::Auth,
     /// An aggregate endpoint: its sessions go to the endpoint's servers, not to a child.

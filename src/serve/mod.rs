@@ -27,6 +27,7 @@ mod metrics;
 mod policing;
 mod pool;
 mod responses;
+mod task_table;
 mod tool_cache;
 
 // An aggregate endpoint's sessions, in front of several served servers.
@@ -46,6 +47,7 @@ mod modern;
 mod params;
 mod pooled;
 mod replica;
+mod tasks;
 mod trace_meta;
 
 // The front door, a config file's servers (and its aggregate endpoints) behind one

@@ -10,35 +10,46 @@ use serde_json::{Map, Value, json};
 
 use super::gateway::Gateway;
 use super::pool::Backend;
-use super::tool_cache::AnnotatedParams;
+use super::tool_cache::KnownTools;
 use crate::era::paging::{Pages, with_cursor};
+use crate::era::tasks::TaskSupport;
 use crate::era::tools::{MAX_LIST_PAGES, check_values, param_headers};
 use crate::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::jsonrpc::message::IdKey;
 
-/// Checks the call's headers; `Err` says which header is wrong and why.
+/// Checks the call's headers; `Err` says which header is wrong and why. `Ok` says whether
+/// the tool may run as a task.
 pub async fn check(
     gateway: &Arc<Gateway>,
     backend: &Backend,
     params: &Map<String, Value>,
     header: impl Fn(&str) -> Option<String>,
-) -> Result<(), String> {
+) -> Result<TaskSupport, String> {
     let Some(tool) = params.get("name").and_then(Value::as_str) else {
-        return Ok(());
+        return Ok(TaskSupport::Forbidden);
     };
     let mut cache = backend.tool_headers.lock().await;
     if cache.stale() {
         cache.known = Some(list(gateway, backend).await);
     }
-    let Some(declared) = cache.known.as_ref().and_then(|k| k.get(tool)) else {
-        return Ok(());
+    let Some(known) = cache.known.as_ref() else {
+        return Ok(TaskSupport::Forbidden);
     };
-    check_values(declared, params.get("arguments"), header)
+    let support = known
+        .task_support
+        .get(tool)
+        .copied()
+        .unwrap_or(TaskSupport::Forbidden);
+    match known.headers.get(tool) {
+        Some(declared) => check_values(declared, params.get("arguments"), header).map(|()| support),
+        None => Ok(support),
+    }
 }
 
-/// The child's tools' annotations (a tool whose annotations break the rules has none).
-async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
-    let mut found = AnnotatedParams::new();
+/// The child's tools' annotations (a tool whose annotations break the rules has none) and
+/// task support.
+async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> KnownTools {
+    let mut found = KnownTools::default();
     let mut pages = Pages::new(MAX_LIST_PAGES);
     while let Some(cursor) = pages.next_page() {
         let mut params = Map::new();
@@ -64,10 +75,14 @@ async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
             ) else {
                 continue;
             };
+            let support = TaskSupport::of_tool(tool);
+            if support != TaskSupport::Forbidden {
+                found.task_support.insert(name.to_owned(), support);
+            }
             if let Ok(headers) = param_headers(schema)
                 && !headers.is_empty()
             {
-                found.insert(name.to_owned(), headers);
+                found.headers.insert(name.to_owned(), headers);
             }
         }
         pages.after(&result);
@@ -77,6 +92,18 @@ async fn list(gateway: &Arc<Gateway>, backend: &Backend) -> AnnotatedParams {
 
 /// One request of the gateway's own to the child; its result, if it gave one in time.
 pub async fn ask(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    method: &str,
+    params: Map<String, Value>,
+) -> Option<Value> {
+    let mut answer = ask_answer(gateway, backend, method, params).await?;
+    answer.get_mut("result").map(Value::take)
+}
+
+/// One request of the gateway's own to the child; its whole answer (result or error), if
+/// it gave one in time.
+pub async fn ask_answer(
     gateway: &Arc<Gateway>,
     backend: &Backend,
     method: &str,
@@ -92,6 +119,5 @@ pub async fn ask(
     let answer = super::backend::ask(&*backend.session.backend, IdKey::Str(id), line, wait)
         .await
         .ok()?;
-    let mut value: Value = serde_json::from_slice(&answer).ok()?;
-    value.get_mut("result").map(Value::take)
+    serde_json::from_slice(&answer).ok()
 }

@@ -24,6 +24,8 @@ pub enum Purpose {
     Session,
     /// A 2026-07-28 retry that answers a round parked on the owner.
     Retry,
+    /// A 2026-07-28 tasks request for a task the owner holds.
+    Task,
 }
 
 /// A request the owner must serve, as this replica received it.
@@ -91,6 +93,12 @@ pub async fn to_owner(gateway: &Gateway, forward: Forward<'_>) -> Response<Body>
             INVALID_PARAMS,
             "the replica holding this call is gone, and the call with it; call again without requestState",
         ),
+        (Failure::Gone(_), Purpose::Task) => json_error(
+            StatusCode::OK,
+            raw_id,
+            INVALID_PARAMS,
+            "Invalid params: unknown task (the replica holding it is gone, and the task with it)",
+        ),
         (Failure::Busy(max), _) => json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             raw_id,
@@ -122,15 +130,28 @@ fn describe(failure: &Failure) -> String {
     }
 }
 
-/// The replica a 2026-07-28 retry must go to: the one its `requestState` names, if that
-/// is another replica of this cluster. Requests without `requestState` (nearly all) cost
-/// one substring search.
+/// The replica a 2026-07-28 retry or tasks request must go to: the one its `requestState`
+/// or task id names, if that is another replica of this cluster. Other requests (nearly
+/// all) cost one substring search.
 pub fn retry_owner(gateway: &Arc<Gateway>, body: &[u8], parsed: &Message<'_>) -> Option<String> {
     let cluster = gateway.cluster.as_ref()?;
-    memchr::memmem::find(body, b"requestState")?;
+    let method = parsed.method.as_deref().unwrap_or_default();
+    let tasks_method = matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel");
+    if !tasks_method {
+        memchr::memmem::find(body, b"requestState")?;
+    }
     let params = envelope::params_object(parsed.params)?;
-    let state = params.get("requestState").and_then(Value::as_str)?;
-    match cluster.owner(&gateway.parked.owner(state)?) {
+    let owner = if tasks_method {
+        // A task id names the replica that holds the task, like a sealed state.
+        gateway
+            .tasks
+            .owner(params.get("taskId").and_then(Value::as_str)?)?
+    } else {
+        gateway
+            .parked
+            .owner(params.get("requestState").and_then(Value::as_str)?)?
+    };
+    match cluster.owner(&owner) {
         Owner::Me => None,
         Owner::Peer(owner) => Some(owner),
     }

@@ -73,6 +73,7 @@ impl Running {
             }
             None => crate::parking::Rounds::new(config.input_timeout),
         };
+        let tasks = task_table(&config);
         let (embedded, housekeeping) = match (config.auth_server.clone(), shared) {
             // The listener's own, kept by whoever opened it.
             (Some(_), Some(shared)) => (Some(shared), None),
@@ -119,6 +120,7 @@ impl Running {
                     .then_some(super::child_era::ChildEra::Legacy),
             ),
             parked,
+            tasks,
             aggregate,
         });
         // A config file's servers say which one is talking in every line they log.
@@ -148,6 +150,8 @@ impl Running {
     /// Ends every session and spare (the gateway's `closing` has fired, or fires now).
     pub async fn stop(self) {
         self.gateway.closing.cancel();
+        // Tasks held for clients end with the gateway (their children are stopped next).
+        self.gateway.tasks.clear();
         self.reaper.abort();
         if let Some(housekeeping) = self.housekeeping {
             housekeeping.cancel();
@@ -171,6 +175,21 @@ pub async fn open_authorization_server(
         "the embedded OAuth authorization server is on"
     );
     Ok(Arc::new(AuthServer::open(settings).await?))
+}
+
+/// The table of tasks held for clients; among replicas their ids are sealed around this
+/// replica's name.
+fn task_table(config: &ServeConfig) -> Arc<super::task_table::Tasks> {
+    Arc::new(super::task_table::Tasks::new(
+        config.max_tasks_per_principal,
+        config
+            .cluster
+            .as_ref()
+            .map(|settings| crate::parking::Sealing {
+                sealer: settings.key.sealer("task-id"),
+                owner: settings.advertise.clone(),
+            }),
+    ))
 }
 
 /// Starts the authorization server's housekeeping; cancelling the token ends it.

@@ -32,6 +32,8 @@ struct Pending {
     /// The child asked this call something and waits for the answer: it cannot be the
     /// one asking anything else.
     asking: bool,
+    /// The child's task this request stands for (the gateway's held `tasks/result`).
+    task: Option<String>,
 }
 
 pub struct StdioBackend {
@@ -90,6 +92,18 @@ impl StdioBackend {
             }
         };
         let one_line = Bytes::from(crate::jsonrpc::framing::one_line(&line).into_owned());
+        // A message tied to one of the child's tasks goes to the request holding that task,
+        // before any guess about which call asked.
+        if self.shared
+            && parsed.kind != Kind::Response
+            && let Some(task) = task_of(&parsed)
+        {
+            let pending = self.pending.lock().expect("backend lock");
+            if let Some(holder) = pending.values().find(|p| p.task.as_deref() == Some(&task)) {
+                send_all(&holder.waiters, Event::Message(one_line));
+                return;
+            }
+        }
         match parsed.kind {
             Kind::Response => self.answer(&parsed, one_line),
             Kind::Notification
@@ -169,8 +183,11 @@ impl StdioBackend {
     /// another client's question would be worse than refusing.
     fn shared_question(&self, parsed: &Message<'_>, one_line: Bytes) {
         let mut pending = self.pending.lock().expect("backend lock");
-        let running = pending.len();
-        let mut free = pending.values_mut().filter(|p| !p.asking);
+        // A held `tasks/result` stands for a task: it takes only what is tied to its task.
+        let running = pending.values().filter(|p| p.task.is_none()).count();
+        let mut free = pending
+            .values_mut()
+            .filter(|p| !p.asking && p.task.is_none());
         let (first, second) = (free.next(), free.next());
         let several = second.is_some();
         if let (Some(only), None) = (first, second) {
@@ -236,6 +253,7 @@ impl Backend for StdioBackend {
                 waiters: vec![waiter],
                 progress,
                 asking: false,
+                task: None,
             },
         );
         Ok(true)
@@ -268,6 +286,12 @@ impl Backend for StdioBackend {
     fn set_asking(&self, id: &IdKey, asking: bool) {
         if let Some(pending) = self.pending.lock().expect("backend lock").get_mut(id) {
             pending.asking = asking;
+        }
+    }
+
+    fn tie_to_task(&self, id: &IdKey, task: &str) {
+        if let Some(pending) = self.pending.lock().expect("backend lock").get_mut(id) {
+            pending.task = Some(task.to_owned());
         }
     }
 
@@ -305,6 +329,24 @@ fn progress_token_of(params: Option<&RawValue>) -> Option<String> {
     }
     let params: Params<'_> = serde_json::from_str(params?.get()).ok()?;
     Some(progress_key(params.token.get()))
+}
+
+/// The child's task a request or notification is tied to: its `related-task` `_meta`, or
+/// the task a 2025-11-25 status notification is about.
+fn task_of(parsed: &Message<'_>) -> Option<String> {
+    let params = parsed.params?.get();
+    let status = parsed.method.as_deref() == Some(crate::era::tasks::LEGACY_STATUS_NOTIFICATION);
+    // Most messages are not tied to a task: not worth a parse (log lines can be large).
+    if !status && memchr::memmem::find(params.as_bytes(), b"related-task").is_none() {
+        return None;
+    }
+    let params: Value = serde_json::from_str(params).ok()?;
+    let task = if status {
+        params["taskId"].as_str()
+    } else {
+        crate::era::tasks::related_task(&params)
+    };
+    task.map(str::to_owned)
 }
 
 /// `params._meta["io.modelcontextprotocol/subscriptionId"]` of a notification, as the key

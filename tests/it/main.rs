@@ -46,5 +46,6 @@ mod serve_policy_identity;
 mod serve_spares;
 mod serve_strict;
 mod serve_tasks;
+mod serve_tasks_translated;
 mod telemetry;
 mod trace_context;

@@ -10,15 +10,15 @@ use serde_json::{Value, json};
 use crate::common::modern::CLIENT_CAPABILITIES;
 use crate::common::serve::*;
 
-const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// `params` from a client that opted in to the tasks extension.
-fn opted_in(mut params: Value) -> Value {
+pub(crate) fn opted_in(mut params: Value) -> Value {
     params["_meta"] = json!({CLIENT_CAPABILITIES: {"extensions": {EXTENSION: {}}}});
     crate::common::modern::enveloped(params)
 }
 
-fn error_code(answer: &Answer) -> (u16, Option<i64>) {
+pub(crate) fn error_code(answer: &Answer) -> (u16, Option<i64>) {
     (answer.status, answer.json()["error"]["code"].as_i64())
 }
 
@@ -97,10 +97,12 @@ async fn a_child_that_speaks_the_extension_gets_tasks_passed_through_after_the_l
 }
 
 #[tokio::test]
-async fn a_handshake_era_childs_tasks_are_not_shown_to_a_2026_07_28_client() {
+async fn a_handshake_era_child_without_tool_tasks_offers_none_and_a_stray_task_parameter_is_removed()
+ {
     let fixture = fixture();
-    let serve = Serve::start_with(&[], &[fixture.as_str()], &[("FIXTURE_TASKS", "1")]).await;
-    let discover = serve
+    // A child that does not run tools as tasks: no extension, every task id unknown.
+    let plain = Serve::start_with(&[], &[fixture.as_str()], &[]).await;
+    let discover = plain
         .modern(json!(1), "server/discover", json!({}), None)
         .await;
     let capabilities = &discover.json()["result"]["capabilities"];
@@ -109,12 +111,25 @@ async fn a_handshake_era_childs_tasks_are_not_shown_to_a_2026_07_28_client() {
         capabilities["extensions"].get(EXTENSION).is_none(),
         "{capabilities}"
     );
-    // A stray 2025-11-25 `task` parameter does not reach the child: the call runs plainly.
-    let called = serve
+    let get = plain
+        .modern(
+            json!(3),
+            "tasks/get",
+            opted_in(json!({"taskId": "t-known"})),
+            Some("t-known"),
+        )
+        .await;
+    assert_eq!(error_code(&get), (200, Some(-32602)), "{}", get.body);
+    // A child that does, and a tool that does not: a stray 2025-11-25 `task` parameter does
+    // not reach the child (which would make a task of it), even from an opted-in client.
+    let tasking = Serve::start_with(&[], &[fixture.as_str()], &[("FIXTURE_TASKS", "1")]).await;
+    let called = tasking
         .modern(
             json!(2),
             "tools/call",
-            json!({"name": "echo", "arguments": {"text": "plain"}, "task": {"ttl": 60000}}),
+            opted_in(
+                json!({"name": "echo", "arguments": {"text": "plain"}, "task": {"ttl": 60000}}),
+            ),
             Some("echo"),
         )
         .await;
@@ -124,15 +139,6 @@ async fn a_handshake_era_childs_tasks_are_not_shown_to_a_2026_07_28_client() {
         "{}",
         called.body
     );
-    let get = serve
-        .modern(
-            json!(3),
-            "tasks/get",
-            opted_in(json!({"taskId": "t-known"})),
-            Some("t-known"),
-        )
-        .await;
-    assert_eq!(error_code(&get), (200, Some(-32602)), "{}", get.body);
 }
 
 #[tokio::test]
@@ -151,20 +157,38 @@ async fn a_handshake_era_session_passes_2025_11_25_tasks_through_untouched() {
         .post(
             Some(&session),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                   "params": {"name": "echo", "arguments": {}, "task": {"ttl": 60000}}}),
+                   "params": {"name": "job", "arguments": {"seconds": 0}, "task": {"ttl": 60000}}}),
         )
         .await;
+    let task = &created.json()["result"]["task"];
     assert_eq!(
-        created.json()["result"]["task"]["taskId"],
-        "legacy-1",
-        "{}",
+        task["ttl"], 60000,
+        "the child's own task, as it is: {}",
         created.body
+    );
+    let id = task["taskId"].as_str().expect("a task id").to_owned();
+    assert!(
+        id.starts_with("legacy-"),
+        "the child's id, not one of the gateway's: {id}"
     );
     let got = serve
         .post(
             Some(&session),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "t-known"}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": id}}),
         )
         .await;
-    assert_eq!(got.json()["result"]["taskId"], "t-known", "{}", got.body);
+    assert_eq!(got.json()["result"]["taskId"], id, "{}", got.body);
+    // 2025-11-25's tasks/result, which 2026-07-28 removed, with its related-task `_meta`.
+    let result = serve
+        .post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": id}}),
+        )
+        .await;
+    let result = &result.json()["result"];
+    assert_eq!(result["content"][0]["text"], "job done: job", "{result}");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id
+    );
 }

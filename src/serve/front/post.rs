@@ -177,7 +177,8 @@ impl Post<'_> {
         audited::around(gateway, principal.as_deref(), headers, parsed, endpoint).await
     }
 
-    /// A retry whose call is parked on the replica `owner`: sent there.
+    /// A retry whose call is parked on the replica `owner`, or a tasks request for a task it
+    /// holds: sent there.
     async fn to_replica(&self, owner: String) -> Response<Body> {
         let path_and_query = self
             .parts
@@ -193,7 +194,16 @@ impl Post<'_> {
             principal: self.principal.as_deref(),
             identity: self.principal.is_some().then_some(&*self.identity),
             raw_id: self.raw_id(),
-            purpose: Purpose::Retry,
+            purpose: if self
+                .parsed
+                .method
+                .as_deref()
+                .is_some_and(|m| m.starts_with("tasks/"))
+            {
+                Purpose::Task
+            } else {
+                Purpose::Retry
+            },
         };
         replica::to_owner(self.gateway, forward).await
     }

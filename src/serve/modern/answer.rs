@@ -38,6 +38,9 @@ pub(super) struct Request {
     pub(super) principal: Option<String>,
     /// What the policy lets this principal see of a list answer.
     pub(super) filter: Option<ListFilter>,
+    /// A `tools/call` sent to a handshake-era child as a task: its `CreateTaskResult` is
+    /// held for the client.
+    pub(super) as_task: bool,
 }
 
 /// Answers the client from a call in the child: plain JSON when the first thing that comes
@@ -147,6 +150,17 @@ impl Call {
 
     fn answer(&self, line: &[u8]) -> Item {
         let raw_id = &self.request.raw_id;
+        if self.request.as_task
+            && let Some((line, status)) = crate::serve::tasks::adopt(
+                &self.gateway,
+                &self.backend,
+                self.request.principal.clone(),
+                raw_id,
+                line,
+            )
+        {
+            return Item::Done(line, status);
+        }
         let reanswer = if self.backend.modern {
             modern_answer_for_modern
         } else {
@@ -322,7 +336,7 @@ fn retag_listen(line: &[u8], client_raw_id: &str, result: bool) -> Option<Vec<u8
 }
 
 /// The HTTP status a lone answer gets: the statuses §4.16 gives these errors.
-fn status_for(answer: &[u8]) -> StatusCode {
+pub(super) fn status_for(answer: &[u8]) -> StatusCode {
     let code = serde_json::from_slice::<Value>(answer)
         .ok()
         .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64));

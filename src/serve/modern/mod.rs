@@ -22,9 +22,11 @@ use super::policing::Verdict;
 use super::pool::{Backend, Unavailable};
 use super::responses::{json, json_error};
 use super::sessions::Refused;
+use super::tasks::{self, Planned};
 use crate::era::bridge::{answer_for_modern, discover_result};
+use crate::era::tasks::TaskSupport;
 use crate::era::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, envelope, mrtr};
-use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, error_response};
+use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{Kind, Message};
 use crate::parking::{Resumed, Retry};
 use crate::policy::{Client, Principal};
@@ -71,28 +73,11 @@ pub async fn post(
         Ok(backend) => backend,
         Err(unavailable) => return no_backend(&raw_id, unavailable),
     };
-    if method == "server/discover" && !backend.modern {
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{}}}"#,
-            discover_result(&backend.initialize)
-        );
-        return json(StatusCode::OK, Bytes::from(line));
-    }
-    if method.starts_with("tasks/") && !backend.modern {
-        return unknown_task(&raw_id);
-    }
     let mut params = envelope::params_object(parsed.params).unwrap_or_default();
-    if method == "tools/call"
-        && let Err(mismatch) = super::params::check(gateway, &backend, &params, lookup).await
-    {
-        tracing::debug!("{mismatch}");
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            &raw_id,
-            crate::era::HEADER_MISMATCH,
-            &mismatch,
-        );
-    }
+    let support = match call_checked(gateway, &backend, method, &params, lookup, &raw_id).await {
+        Ok(support) => support,
+        Err(refusal) => return refusal,
+    };
     let filter = match police(gateway, &backend, &identity, method, &raw_id, &params).await {
         Verdict::Pass => None,
         Verdict::Filter(filter) => Some(filter),
@@ -106,8 +91,18 @@ pub async fn post(
             return answer;
         }
     };
-    if method == "subscriptions/listen" && !backend.modern {
-        return super::listen::serve(gateway, &backend, &raw_id, &params).await;
+    if !backend.modern
+        && let Some(answer) = answered_here(
+            gateway,
+            &backend,
+            principal.as_deref(),
+            &raw_id,
+            method,
+            &params,
+        )
+        .await
+    {
+        return answer;
     }
     let mut request = request_of(
         raw_id,
@@ -117,6 +112,11 @@ pub async fn post(
         principal,
     );
     request.filter = filter;
+    let planned = plan_call(gateway, &backend, &request, method, support);
+    if let Planned::Refused(line, status) = planned {
+        return json(status, Bytes::from(line));
+    }
+    request.as_task = matches!(planned, Planned::AsTask(_));
     if !backend.modern && mrtr::may_require_input(method) {
         if let Some(state) = params.get("requestState") {
             return resume(gateway, backend, request, &params, state).await;
@@ -126,6 +126,9 @@ pub async fn post(
     }
     if !backend.modern {
         for_handshake_era(method, &mut params);
+        if let Planned::AsTask(task) = planned {
+            params.insert("task".into(), task);
+        }
     }
     // A stdio server sees no HTTP headers: their trace context goes into `_meta` (one
     // already there wins).
@@ -133,14 +136,114 @@ pub async fn post(
     exchange(gateway, backend, request, method, params).await
 }
 
-/// A handshake-era child's tasks are not shown to 2026-07-28 clients (its calls run to their
-/// end instead), so no task id such a client holds is one of ours.
-fn unknown_task(raw_id: &str) -> Response<Body> {
-    json_error(
-        StatusCode::OK,
-        raw_id,
-        INVALID_PARAMS,
-        crate::era::tasks::UNKNOWN_TASK,
+/// A `tools/call`'s `Mcp-Param-*` headers checked against the tool (400 with -32020 when
+/// they do not match), and whether the tool may run as a task.
+async fn call_checked(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    method: &str,
+    params: &Map<String, Value>,
+    lookup: impl Fn(&str) -> Option<String>,
+    raw_id: &str,
+) -> Result<TaskSupport, Response<Body>> {
+    if method != "tools/call" {
+        return Ok(TaskSupport::Forbidden);
+    }
+    super::params::check(gateway, backend, params, lookup)
+        .await
+        .map_err(|mismatch| {
+            tracing::debug!("{mismatch}");
+            json_error(
+                StatusCode::BAD_REQUEST,
+                raw_id,
+                crate::era::HEADER_MISMATCH,
+                &mismatch,
+            )
+        })
+}
+
+/// `server/discover` for a handshake-era child, from its handshake: with the tasks
+/// extension when it runs tools as tasks (the gateway translates them).
+fn discover(backend: &Backend, raw_id: &str) -> Response<Body> {
+    let mut result = discover_result(&backend.initialize);
+    if tasks::child_runs_tool_tasks(backend) {
+        result["capabilities"]["extensions"][crate::era::tasks::EXTENSION] = serde_json::json!({});
+    }
+    let line = format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{result}}}"#);
+    json(StatusCode::OK, Bytes::from(line))
+}
+
+/// What the gateway answers itself for a handshake-era child, which has no such method:
+/// `server/discover`, a listen, and the tasks methods.
+async fn answered_here(
+    gateway: &Arc<Gateway>,
+    backend: &Arc<Backend>,
+    principal: Option<&str>,
+    raw_id: &str,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Option<Response<Body>> {
+    if method == "server/discover" {
+        return Some(discover(backend, raw_id));
+    }
+    if method == "subscriptions/listen" {
+        return Some(super::listen::serve(gateway, backend, raw_id, params).await);
+    }
+    if method.starts_with("tasks/") {
+        return Some(tasks_method(gateway, backend, principal, raw_id, method, params).await);
+    }
+    None
+}
+
+/// A tasks method for a handshake-era child: answered from the tasks held for the client
+/// when the child runs tools as tasks; otherwise no task id is one of ours (its tasks are
+/// not offered), and the methods 2026-07-28 removed are unknown.
+async fn tasks_method(
+    gateway: &Arc<Gateway>,
+    backend: &Backend,
+    principal: Option<&str>,
+    raw_id: &str,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Response<Body> {
+    let line = if !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
+        error_response(
+            raw_id,
+            METHOD_NOT_FOUND,
+            &format!("Method not found: {method}"),
+            None,
+        )
+    } else if tasks::child_runs_tool_tasks(backend) {
+        tasks::answer(gateway, principal, raw_id, method, params).await
+    } else {
+        error_response(
+            raw_id,
+            INVALID_PARAMS,
+            crate::era::tasks::UNKNOWN_TASK,
+            None,
+        )
+    };
+    let status = answer::status_for(&line);
+    json(status, Bytes::from(line))
+}
+
+/// Whether a `tools/call` to a handshake-era child goes as a task (see `tasks::plan`).
+fn plan_call(
+    gateway: &Gateway,
+    backend: &Backend,
+    request: &Request,
+    method: &str,
+    support: TaskSupport,
+) -> Planned {
+    if method != "tools/call" || !tasks::child_runs_tool_tasks(backend) {
+        return Planned::Plain;
+    }
+    tasks::plan(
+        gateway,
+        request.principal.as_deref(),
+        &request.raw_id,
+        &request.capabilities,
+        support,
     )
 }
 
@@ -266,6 +369,7 @@ fn request_of(
             .cloned(),
         principal,
         filter: None,
+        as_task: false,
     }
 }
 
