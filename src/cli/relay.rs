@@ -129,6 +129,12 @@ pub struct RelayArgs {
     /// (an elicitation, a sampling request, its roots).
     #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = positive_seconds, allow_hyphen_values = true)]
     input_timeout: Duration,
+
+    /// Most 2025-11-25 tasks a legacy host may hold at once when the relay runs them on a
+    /// 2026-07-28 server (each is followed until it ends and kept until its ttl); a
+    /// task-augmented call past it is refused with an error naming this flag.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_tasks: u64,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -228,6 +234,7 @@ fn validate(
         },
         max_input_rounds: args.max_input_rounds,
         input_timeout: args.input_timeout,
+        max_tasks: args.max_tasks as usize,
         shutdown_grace: args.shutdown_grace,
         oauth,
         audit: args.audit.settings(true)?,

@@ -36,6 +36,8 @@ pub struct RelayConfig {
     pub max_input_rounds: u32,
     /// How long the host may take to answer one of those questions.
     pub input_timeout: Duration,
+    /// `--max-tasks`: 2025-11-25 tasks a legacy host may hold on a 2026-07-28 server.
+    pub max_tasks: usize,
     /// `--audit-log` and what goes with it.
     pub audit: Option<crate::audit::Settings>,
     /// `--otel-endpoint` and the `OTEL_*` variables: where spans and metrics go, if anywhere.

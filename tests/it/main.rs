@@ -26,6 +26,7 @@ mod relay_sse;
 mod relay_stdio;
 mod relay_stdio_modes;
 mod relay_streams;
+mod relay_tasks;
 mod sandbox;
 mod sandbox_guards;
 mod secrets;

@@ -76,6 +76,22 @@ impl HostProfile {
         members
     }
 
+    /// The envelope's `_meta` members for a request that opts in to the tasks extension
+    /// (a legacy host's task-augmented call, its `tasks/*`): rare, so not kept.
+    pub fn opted_in_members(&self, version: &str) -> Arc<str> {
+        self.opted_in_stamp(version).members().into()
+    }
+
+    /// The envelope for a request of the relay's own about a task (opted in).
+    pub fn opted_in_stamp(&self, version: &str) -> Stamp {
+        let mut stamp = self.get().stamp(version);
+        if !stamp.capabilities.is_object() {
+            stamp.capabilities = json!({});
+        }
+        stamp.capabilities["extensions"][crate::era::tasks::EXTENSION] = json!({});
+        stamp
+    }
+
     /// Keeps what the host declared in `initialize`, whichever path answers it (the
     /// upstream's era may change later, and every translated request needs it).
     pub fn remember_initialize(&self, params: Option<&RawValue>) {

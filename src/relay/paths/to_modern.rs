@@ -12,19 +12,20 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::host_profile::{HostProfile, InitializeParams};
+use super::host_tasks::{self, HostTasks};
 use super::listen::Listens;
+use super::own_request::own_request;
 use super::tool_args::{add_param_headers, envelope_only, refresh};
 use crate::era::HEADER_MISMATCH;
 use crate::era::bridge::initialize_result;
 use crate::era::envelope;
 use crate::era::mrtr::{self, InputRequest};
-use crate::era::request::request_line;
 use crate::jsonrpc::error::{INVALID_PARAMS, with_error_object};
 use crate::jsonrpc::framing::one_line;
 use crate::jsonrpc::lines::result_line;
 use crate::relay::call::{Aside, Outgoing, call};
 use crate::relay::context::Ctx;
-use crate::relay::detect::{modern_headers, modern_headers_named};
+use crate::relay::detect::modern_headers_named;
 use crate::relay::eras::UpstreamEra;
 use crate::relay::gate::Failure;
 use crate::relay::link::response::error_code;
@@ -38,6 +39,8 @@ pub struct ToModern {
     ctx: Arc<Ctx>,
     profile: Arc<HostProfile>,
     listens: Listens,
+    /// The host's 2025-11-25 tasks, run on the server's extension.
+    tasks: Arc<HostTasks>,
 }
 
 impl ToModern {
@@ -45,6 +48,7 @@ impl ToModern {
         let profile = Arc::new(HostProfile::default());
         Arc::new(ToModern {
             listens: Listens::new(profile.clone()),
+            tasks: HostTasks::new(ctx.clone(), profile.clone()),
             ctx,
             profile,
         })
@@ -91,7 +95,9 @@ async fn answer(
                 Some(discover) => Some(discover),
                 None => fetch_discover(path, version).await,
             };
-            let result = initialize_result(discover.as_deref(), params.protocol_version.as_deref());
+            let mut result =
+                initialize_result(discover.as_deref(), params.protocol_version.as_deref());
+            offer_tasks(&mut result, discover.as_deref());
             tracing::info!(
                 protocol_version = %result["protocolVersion"],
                 "answered the host's initialize from the 2026-07-28 server's server/discover"
@@ -115,9 +121,55 @@ async fn answer(
             }
             deliver(path, request, &json!({})).await;
         }
-        _ => forward(path, request, version, params).await?,
+        "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+            host_tasks::serve(&path.tasks, request, version).await;
+        }
+        "tools/call" if has_task_parameter(params) => call_as_task(path, request, version).await?,
+        _ => forward(path, request, version, params, false).await?,
     }
     Ok(())
+}
+
+/// The 2025-11-25 `tasks` capability for a 2025-11-25 host when the server offers the
+/// tasks extension: the relay runs the host's tasks on it.
+fn offer_tasks(result: &mut Value, discover: Option<&Value>) {
+    let offered = discover
+        .and_then(|d| d["capabilities"]["extensions"].as_object())
+        .is_some_and(|e| e.contains_key(crate::era::tasks::EXTENSION));
+    if offered && result["protocolVersion"] == "2025-11-25" {
+        result["capabilities"]["tasks"] = crate::era::tasks::legacy_capability();
+    }
+}
+
+/// Whether a `tools/call` asks to run as a task (2025-11-25's `task` parameter).
+fn has_task_parameter(params: Option<&[u8]>) -> bool {
+    params.is_some_and(|p| memchr::memmem::find(p, b"\"task\"").is_some())
+        && params
+            .and_then(|p| serde_json::from_slice::<Map<String, Value>>(p).ok())
+            .is_some_and(|p| p.get("task").is_some_and(Value::is_object))
+}
+
+/// A task-augmented call: sent opted in to the extension without its `task` parameter (the
+/// server decides, in 2026-07-28), answered with a 2025-11-25 `CreateTaskResult`.
+async fn call_as_task(path: &Arc<ToModern>, request: &Call, version: &str) -> Result<(), Failure> {
+    let max = path.ctx.config.max_tasks;
+    if !path.tasks.has_room(max) {
+        return Err(Failure {
+            code: crate::jsonrpc::error::INTERNAL_ERROR,
+            message: format!(
+                "Too many tasks: this host holds --max-tasks ({max}) tasks; wait for one to end (or cancel one) and call again"
+            ),
+            data: None,
+        });
+    }
+    let mut params: Map<String, Value> = request
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_slice(p).ok())
+        .unwrap_or_default();
+    params.remove("task");
+    let params = serde_json::to_vec(&params).expect("a JSON map serializes");
+    forward(path, request, version, Some(&params), true).await
 }
 
 /// A string member of the request's params.
@@ -131,7 +183,7 @@ fn param_string(params: Option<&[u8]>, key: &str) -> Option<String> {
 async fn fetch_discover(path: &ToModern, version: &str) -> Option<Arc<Value>> {
     let mut params = Map::new();
     envelope::stamp(&mut params, &path.profile.get().stamp(version));
-    let answer = own_request(path, version, "server/discover", &params)
+    let answer = own_request(&path.ctx, version, "server/discover", &params)
         .await
         .ok()?;
     let result = Arc::new(
@@ -145,29 +197,6 @@ async fn fetch_discover(path: &ToModern, version: &str) -> Option<Arc<Value>> {
         discover: Some(result.clone()),
     });
     Some(result)
-}
-
-/// A request of the relay's own to the modern server; returns the answer line.
-pub async fn own_request(
-    path: &ToModern,
-    version: &str,
-    method: &str,
-    params: &Map<String, Value>,
-) -> Result<Vec<u8>, Failure> {
-    let id = path.ctx.next_upstream_id("own");
-    let raw_id = serde_json::to_string(&id).expect("a string serializes");
-    let headers = modern_headers(version, method, Some(params))?;
-    let outgoing = Outgoing {
-        body: Bytes::from(request_line(&raw_id, method, params)),
-        id: &crate::jsonrpc::message::IdKey::Str(id),
-        raw_id: &raw_id,
-        wire: Wire::Modern {
-            headers: &headers,
-            long_lived: false,
-        },
-        replay_safe: true,
-    };
-    call(&path.ctx, outgoing, &mut |_, _| Aside::Ignore).await
 }
 
 /// The upstream's answer, borrowed from its line.
@@ -184,13 +213,18 @@ struct Reply<'a> {
 /// the envelope spliced into `_meta`; they are parsed into a tree only for the rare rounds
 /// that need one (an unknown tool, `input_required`).
 async fn forward(
-    path: &ToModern,
+    path: &Arc<ToModern>,
     request: &Call,
     version: &str,
     params: Option<&[u8]>,
+    as_task: bool,
 ) -> Result<(), Failure> {
     let method = request.method.as_str();
-    let members = path.profile.stamp_members(version);
+    let members = if as_task {
+        path.profile.opted_in_members(version)
+    } else {
+        path.profile.stamp_members(version)
+    };
     let stamped = envelope::stamped_params(params, &members)
         .ok_or_else(|| invalid_params("params must be an object"))?;
     let name = crate::era::headers::name_field(method)
@@ -264,7 +298,17 @@ async fn forward(
             }
             continue;
         }
-        deliver_result(path, request, result).await;
+        if as_task {
+            let result: Value = serde_json::from_str(result).unwrap_or_default();
+            deliver(
+                path,
+                request,
+                &host_tasks::created(&path.tasks, version, &result),
+            )
+            .await;
+        } else {
+            deliver_result(path, request, result).await;
+        }
         return Ok(());
     }
 }
