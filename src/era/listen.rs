@@ -16,12 +16,30 @@ pub struct Filter {
     pub resources: bool,
     /// Resource URIs; an update of a URI under one of them matches.
     pub uris: BTreeSet<String>,
+    /// Tasks whose status changes (`notifications/tasks`, the tasks extension) it follows:
+    /// filled by whoever holds the tasks, with the asked ids that name the caller's.
+    pub task_ids: BTreeSet<String>,
 }
 
 impl Filter {
     /// Nothing asked for.
     pub fn is_empty(&self) -> bool {
-        !self.tools && !self.prompts && !self.resources && self.uris.is_empty()
+        !self.tools
+            && !self.prompts
+            && !self.resources
+            && self.uris.is_empty()
+            && self.task_ids.is_empty()
+    }
+
+    /// The task ids a listen's `notifications` asks to follow (`taskIds`, the tasks
+    /// extension's filter key); strings only.
+    pub fn asked_task_ids(asked: &Value) -> impl Iterator<Item = &str> {
+        asked
+            .get("taskIds")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
     }
 
     /// The subset of `asked` (the listen's `notifications`) that a server with these
@@ -53,6 +71,7 @@ impl Filter {
             prompts: flag("promptsListChanged", "prompts"),
             resources: flag("resourcesListChanged", "resources"),
             uris,
+            task_ids: BTreeSet::new(),
         }
     }
 
@@ -71,6 +90,9 @@ impl Filter {
         if !self.uris.is_empty() {
             honoured.insert("resourceSubscriptions".into(), json!(self.uris));
         }
+        if !self.task_ids.is_empty() {
+            honoured.insert("taskIds".into(), json!(self.task_ids));
+        }
         Value::Object(honoured)
     }
 
@@ -84,6 +106,10 @@ impl Filter {
                 .and_then(|p| p.get("uri"))
                 .and_then(Value::as_str)
                 .is_some_and(|uri| self.uris.iter().any(|u| uri.starts_with(u.as_str()))),
+            super::tasks::STATUS_NOTIFICATION => params
+                .and_then(|p| p.get("taskId"))
+                .and_then(Value::as_str)
+                .is_some_and(|task| self.task_ids.contains(task)),
             _ => false,
         }
     }
@@ -141,6 +167,27 @@ mod tests {
         assert!(!filter.wants("notifications/message", None));
         let no_subscribe = Filter::agreed(&asked, &json!({"tools": {"listChanged": true}}));
         assert!(no_subscribe.uris.is_empty());
+    }
+
+    #[test]
+    fn a_task_status_is_delivered_only_for_the_tasks_followed() {
+        let asked = json!({"taskIds": ["task-a", 7, "task-b"]});
+        let mut filter = Filter::agreed(&asked, &json!({}));
+        assert!(
+            filter.task_ids.is_empty(),
+            "the holder of the tasks fills them"
+        );
+        assert!(filter.is_empty());
+        filter.task_ids = Filter::asked_task_ids(&asked)
+            .filter(|id| *id == "task-a")
+            .map(str::to_owned)
+            .collect();
+        assert!(!filter.is_empty());
+        assert_eq!(filter.honoured(), json!({"taskIds": ["task-a"]}));
+        let status = |task: &str| json!({"taskId": task, "status": "working"});
+        assert!(filter.wants("notifications/tasks", Some(&status("task-a"))));
+        assert!(!filter.wants("notifications/tasks", Some(&status("task-b"))));
+        assert!(!filter.wants("notifications/tasks", None));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `subscriptions/listen` for 2026-07-28 clients of a handshake-era child (§4.11): the
 //! gateway acknowledges what the child can deliver, subscribes the child to the asked
 //! resources (once per URI, however many clients listen), and streams the child's change
-//! notifications that match, tagged with the listen's id. Closing the stream ends the
+//! notifications that match, and the status changes of the caller's tasks it names
+//! (`taskIds`, the tasks extension), tagged with the listen's id. Closing the stream ends the
 //! subscription; at shutdown the listen gets its graceful result.
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::jsonrpc::error::INVALID_PARAMS;
 pub async fn serve(
     gateway: &Arc<Gateway>,
     backend: &Arc<Backend>,
+    principal: Option<&str>,
     raw_id: &str,
     params: &Map<String, Value>,
 ) -> Response<Body> {
@@ -40,6 +42,11 @@ pub async fn serve(
         .cloned()
         .unwrap_or_default();
     let mut filter = Filter::agreed(asked, &capabilities);
+    // Status changes of the caller's own tasks (held by the gateway for this child).
+    filter.task_ids = Filter::asked_task_ids(asked)
+        .filter(|id| gateway.tasks.get(id, principal).is_some())
+        .map(str::to_owned)
+        .collect();
     // Listen before subscribing, so no update that follows a subscription is missed.
     let changes = backend.session.events.changes.subscribe();
     let mut subscribed = Subscribed {

@@ -49,6 +49,9 @@ pub struct Progress {
     pub cancelled: bool,
     /// The client saw it end: it may be evicted first when its principal is full.
     pub delivered: bool,
+    /// What the listens were last told (status and pending questions), so a change is
+    /// told once.
+    pub announced: Option<String>,
 }
 
 /// One task held for a client.

@@ -320,3 +320,57 @@ async fn a_principal_holds_at_most_max_tasks_per_principal() {
         gone.body
     );
 }
+
+#[tokio::test]
+async fn a_listen_naming_its_tasks_hears_their_status_changes() {
+    let serve = tasking(&[], &[]).await;
+    let id = created_task(&call(&serve, 1, "confirm", json!({}), true).await);
+    let asked = opted_in(json!({"notifications": {"taskIds": [id, "task-not-yours"]}}));
+    let response = serve
+        .open_modern(json!("l-1"), "subscriptions/listen", asked)
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
+    let events = |seen: &str| -> Vec<Value> {
+        seen.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    };
+    assert_eq!(
+        events(&seen)[0]["params"]["notifications"],
+        json!({"taskIds": [id]}),
+        "only the caller's own tasks are followed"
+    );
+    let asking = until_status(&serve, &id, &["input_required"]).await;
+    let key = asking["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    task_method(
+        &serve,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": false}}}}),
+    )
+    .await;
+    read_until(&mut body, &mut seen, |s| s.contains("\"completed\"")).await;
+    let done = events(&seen)
+        .into_iter()
+        .find(|e| e["params"]["status"] == "completed")
+        .expect("the completion was told");
+    assert_eq!(done["method"], "notifications/tasks");
+    assert_eq!(done["params"]["taskId"], id.as_str());
+    assert_eq!(
+        done["params"]["result"]["content"][0]["text"], "confirmed: false",
+        "{done}"
+    );
+    assert_eq!(
+        done["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "l-1"
+    );
+}

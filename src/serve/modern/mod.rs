@@ -187,7 +187,7 @@ async fn answered_here(
         return Some(discover(backend, raw_id));
     }
     if method == "subscriptions/listen" {
-        return Some(super::listen::serve(gateway, backend, raw_id, params).await);
+        return Some(super::listen::serve(gateway, backend, principal, raw_id, params).await);
     }
     if method.starts_with("tasks/") {
         return Some(tasks_method(gateway, backend, principal, raw_id, method, params).await);

@@ -81,9 +81,13 @@ async fn follow(backend: &Backend, task: &Task, mut rx: mpsc::Receiver<Event>) {
             _ = task.dropped.cancelled() => return,
         };
         match event {
-            Some(Event::Message(line)) => on_message(backend, task, &line),
+            Some(Event::Message(line)) => {
+                on_message(backend, task, &line);
+                announce(backend, task);
+            }
             Some(Event::Answer(line)) => {
                 task.settle(outcome_of(&line));
+                announce(backend, task);
                 return;
             }
             Some(Event::Failed(why)) => {
@@ -98,6 +102,44 @@ async fn follow(backend: &Backend, task: &Task, mut rx: mpsc::Receiver<Event>) {
             }
         }
     }
+}
+
+/// Tells the client's listens (`subscriptions/listen` with `taskIds`) that the task's
+/// status, or the questions it waits on, changed (`notifications/tasks`, the task as
+/// `tasks/get` would show it).
+fn announce(backend: &Backend, task: &Task) {
+    let (snapshot, outcome) = {
+        let progress = task.progress.lock().expect("task lock");
+        let mut snapshot = progress
+            .last
+            .clone()
+            .unwrap_or_else(|| json!({"status": "working"}));
+        if progress.cancelled && progress.outcome.is_some() {
+            snapshot["status"] = json!("cancelled");
+        }
+        (snapshot, progress.outcome.clone())
+    };
+    let mut view = super::methods::compose(task, snapshot, outcome);
+    let said = format!(
+        "{}:{:?}",
+        view["status"],
+        view.get("inputRequests")
+            .and_then(Value::as_object)
+            .map(|r| r.keys().cloned().collect::<Vec<_>>())
+    );
+    {
+        let mut progress = task.progress.lock().expect("task lock");
+        if progress.announced.as_deref() == Some(said.as_str()) {
+            return;
+        }
+        progress.announced = Some(said);
+    }
+    if let Some(view) = view.as_object_mut() {
+        view.remove("resultType");
+    }
+    let line =
+        json!({"jsonrpc": "2.0", "method": crate::era::tasks::STATUS_NOTIFICATION, "params": view});
+    backend.session.events.change(Bytes::from(line.to_string()));
 }
 
 /// The held request's answer as the task's outcome.

@@ -79,20 +79,29 @@ async fn get(gateway: &Arc<Gateway>, raw_id: &str, task: &Arc<Task>) -> Line {
             json!({"status": "failed", "statusMessage": "the MCP server exited; the task is lost"})
         }
     };
-    let mut snapshot = snapshot;
-    snapshot["ttl"] = json!(task.ttl_ms);
-    let status = snapshot["status"].as_str().unwrap_or("working").to_owned();
-    if is_terminal(&status) {
+    let terminal = snapshot["status"].as_str().is_some_and(is_terminal);
+    let outcome = if terminal {
         let outcome = task
             .outcome_within(RESULT_WAIT.min(gateway.config.response_timeout))
             .await;
         task.progress.lock().expect("task lock").delivered = true;
+        outcome
+    } else {
+        task.progress.lock().expect("task lock").outcome.clone()
+    };
+    complete(raw_id, compose(task, snapshot, outcome))
+}
+
+/// The 2026-07-28 view of a task from the child's word on it (`snapshot`, a 2025-11-25
+/// `Task`) and what the gateway holds: the outcome decides an ended task; a running one
+/// is `input_required` exactly while a question of its is in hand.
+pub fn compose(task: &Task, mut snapshot: Value, outcome: Option<Outcome>) -> Value {
+    snapshot["ttl"] = json!(task.ttl_ms);
+    let status = snapshot["status"].as_str().unwrap_or("working").to_owned();
+    if is_terminal(&status) || outcome.is_some() {
         let (status, result, error) = ended(&status, outcome);
         snapshot["status"] = json!(status);
-        return complete(
-            raw_id,
-            detailed_task(&snapshot, &task.id, result.as_ref(), error.as_ref(), None),
-        );
+        return detailed_task(&snapshot, &task.id, result.as_ref(), error.as_ref(), None);
     }
     let questions = task.progress.lock().expect("task lock").questions.clone();
     if questions.is_empty() {
@@ -100,17 +109,14 @@ async fn get(gateway: &Arc<Gateway>, raw_id: &str, task: &Arc<Task>) -> Line {
             // The child's question is on its way to the held `tasks/result`.
             snapshot["status"] = json!("working");
         }
-        return complete(raw_id, detailed_task(&snapshot, &task.id, None, None, None));
+        return detailed_task(&snapshot, &task.id, None, None, None);
     }
     snapshot["status"] = json!("input_required");
     let requests: Map<String, Value> = questions
         .into_iter()
         .map(|(key, q)| (key, json!({"method": q.method, "params": q.params})))
         .collect();
-    complete(
-        raw_id,
-        detailed_task(&snapshot, &task.id, None, None, Some(&requests)),
-    )
+    detailed_task(&snapshot, &task.id, None, None, Some(&requests))
 }
 
 /// What a finished task shows: its status, and the result or error to inline. In
