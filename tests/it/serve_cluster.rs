@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::eventually;
 use crate::common::modern::CLIENT_CAPABILITIES;
-use crate::common::serve::{DEADLINE, Serve, read_until, wait_dead};
+use crate::common::serve::{DEADLINE, Serve, fixture, read_until, wait_dead};
 use mcp_stdio::serve::cluster::Bound;
 
 const KEY: &str = "a-cluster-key-of-more-than-thirty-two-bytes-for-tests";
@@ -36,6 +36,11 @@ fn free_port() -> u16 {
 
 /// One replica on a port of its own, advertising itself at that port.
 async fn replica(key_path: &str, extra: &[&str]) -> Serve {
+    replica_with(key_path, extra, &[]).await
+}
+
+/// [`replica`] with the fixture's environment `env`.
+async fn replica_with(key_path: &str, extra: &[&str], env: &[(&str, &str)]) -> Serve {
     let port = free_port().to_string();
     let advertise = format!("http://127.0.0.1:{port}");
     let mut flags = vec![
@@ -47,7 +52,8 @@ async fn replica(key_path: &str, extra: &[&str]) -> Serve {
         &advertise,
     ];
     flags.extend_from_slice(extra);
-    Serve::start(&flags).await
+    let fixture = fixture();
+    Serve::start_with(&flags, &[fixture.as_str()], env).await
 }
 
 struct Cluster {
@@ -472,6 +478,61 @@ async fn a_retry_goes_to_the_replica_where_its_call_is_parked() {
         .modern(json!(4), "tools/call", ask(Some(&state)), Some("ask"))
         .await;
     assert_eq!(again.status, 400, "{}", again.body);
+}
+
+#[tokio::test]
+async fn a_tasks_request_goes_to_the_replica_that_holds_the_task() {
+    let (_dir, key_path) = key_file(KEY);
+    let tasks = [("FIXTURE_TASKS", "1")];
+    let a = replica_with(&key_path, &[], &tasks).await;
+    let b = replica_with(&key_path, &[], &tasks).await;
+    let opted_in = |params: Value| crate::serve_tasks::opted_in(params);
+    let created = a
+        .modern(
+            json!(1),
+            "tools/call",
+            opted_in(json!({"name": "confirm", "arguments": {}})),
+            Some("confirm"),
+        )
+        .await;
+    let id = created.json()["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", created.body))
+        .to_owned();
+    assert!(!id.contains("127.0.0.1"), "the owner's address is sealed");
+    // Asked at the replica that does not hold it: forwarded to the one that does.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let asking = loop {
+        let got = b
+            .modern(
+                json!(2),
+                "tasks/get",
+                opted_in(json!({"taskId": id})),
+                Some(&id),
+            )
+            .await;
+        if got.json()["result"]["status"] == "input_required" {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "{}", got.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(asking.json()["result"]["taskId"], id.as_str());
+    assert!(metric(&b, "mcp_stdio_forwarded_total{outcome=\"answered\"}").await >= 1);
+    // A task id another cluster sealed, or a tampered one, is unknown everywhere.
+    let mut tampered = id.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = b
+        .modern(
+            json!(3),
+            "tasks/get",
+            opted_in(json!({"taskId": tampered})),
+            Some(&tampered),
+        )
+        .await;
+    assert_eq!(refused.json()["error"]["code"], -32602, "{}", refused.body);
 }
 
 #[tokio::test]
