@@ -470,6 +470,14 @@ impl Serve {
     }
 }
 
+/// The `data:` payloads of SSE text read so far.
+pub fn sse_data(seen: &str) -> Vec<Value> {
+    seen.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
 /// Processes whose parent is `pid`: the kernel's list of each of its threads' children (a
 /// scan of `/proc/*/stat` can miss processes while others start and exit).
 pub fn children_of(pid: u32) -> Vec<u32> {

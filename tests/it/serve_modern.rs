@@ -492,13 +492,7 @@ async fn listen_acknowledges_what_the_child_can_deliver_and_carries_its_changes(
     let mut body = response.into_body();
     let mut seen = String::new();
     read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
-    let events = |seen: &str| -> Vec<Value> {
-        seen.lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
-    };
-    let ack = &events(&seen)[0];
+    let ack = &sse_data(&seen)[0];
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(
         ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
@@ -513,7 +507,7 @@ async fn listen_acknowledges_what_the_child_can_deliver_and_carries_its_changes(
     let announce = serve.tool(2, "announce").await;
     assert_eq!(announce.status, 200, "{}", announce.body);
     read_until(&mut body, &mut seen, |s| s.contains("list_changed")).await;
-    let change = events(&seen).pop().unwrap();
+    let change = sse_data(&seen).pop().unwrap();
     assert_eq!(change["method"], "notifications/tools/list_changed");
     assert_eq!(
         change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],

@@ -333,14 +333,8 @@ async fn a_listen_naming_its_tasks_hears_their_status_changes() {
     let mut body = response.into_body();
     let mut seen = String::new();
     read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
-    let events = |seen: &str| -> Vec<Value> {
-        seen.lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
-    };
     assert_eq!(
-        events(&seen)[0]["params"]["notifications"],
+        sse_data(&seen)[0]["params"]["notifications"],
         json!({"taskIds": [id]}),
         "only the caller's own tasks are followed"
     );
@@ -359,7 +353,7 @@ async fn a_listen_naming_its_tasks_hears_their_status_changes() {
     )
     .await;
     read_until(&mut body, &mut seen, |s| s.contains("\"completed\"")).await;
-    let done = events(&seen)
+    let done = sse_data(&seen)
         .into_iter()
         .find(|e| e["params"]["status"] == "completed")
         .expect("the completion was told");
