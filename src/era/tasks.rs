@@ -187,8 +187,8 @@ pub fn create_result_to_modern(result: &Value, task_id: &str) -> Option<Value> {
 }
 
 /// The 2026-07-28 `tasks/get` answer for a task in `task` (a 2025-11-25 `Task`) with, by
-/// its status, the inlined `result` (its `related-task` `_meta` removed), `error` or
-/// pending `input_requests`.
+/// its status, the inlined `result` (its `related-task` `_meta` removed, its `resultType`
+/// added), `error` or pending `input_requests`.
 pub fn detailed_task(
     task: &Value,
     task_id: &str,
@@ -200,7 +200,15 @@ pub fn detailed_task(
     match task["status"].as_str() {
         Some("completed") => {
             if let Some(result) = result {
-                detailed.insert("result".into(), without_related_task(result));
+                // A 2026-07-28 `CallToolResult` requires its `resultType`; a 2025-11-25
+                // result has none (the TypeScript SDK v2 client refuses it without one).
+                let mut result = without_related_task(result);
+                if let Some(object) = result.as_object_mut() {
+                    object
+                        .entry("resultType")
+                        .or_insert_with(|| Value::String("complete".into()));
+                }
+                detailed.insert("result".into(), result);
             }
         }
         Some("failed") => {

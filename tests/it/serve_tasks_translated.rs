@@ -116,6 +116,10 @@ async fn an_opted_in_call_becomes_a_task_held_under_the_gateways_id_until_it_com
         done["result"].get("_meta").is_none(),
         "no related-task _meta: {done}"
     );
+    assert_eq!(
+        done["result"]["resultType"], "complete",
+        "a 2026-07-28 CallToolResult"
+    );
     // Kept after its end (for its ttl), and as often as asked.
     let again = until_status(&serve, &id, &["completed"]).await;
     assert_eq!(again["result"], done["result"]);

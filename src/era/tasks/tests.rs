@@ -60,7 +60,8 @@ fn tasks_get_inlines_what_the_status_calls_for_and_nothing_else() {
     let completed = detailed_task(&legacy_task("completed"), "gw-1", Some(&result), None, None);
     assert_eq!(
         completed["result"],
-        json!({"content": [{"type": "text", "text": "done"}]})
+        json!({"content": [{"type": "text", "text": "done"}], "resultType": "complete"}),
+        "the inlined result is a 2026-07-28 CallToolResult, which needs its resultType"
     );
     assert_eq!(completed["resultType"], "complete");
     assert!(completed.get("error").is_none() && completed.get("inputRequests").is_none());
