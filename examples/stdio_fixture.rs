@@ -31,6 +31,10 @@ fn main() {
     let waiters: Waiters = Arc::default();
     let counter = Arc::new(Mutex::new(0u64));
     eprintln!("fixture: started, pid {}", std::process::id());
+    {
+        let out = out.clone();
+        tasks::set_notifier(Box::new(move |message| send(&out, &message)));
+    }
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let Ok(message) = serde_json::from_str::<Value>(&line) else {

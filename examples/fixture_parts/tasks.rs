@@ -99,7 +99,24 @@ fn set(id: &str, change: impl FnOnce(&mut Task)) {
     changed.notify_all();
 }
 
+/// Where the fixture's notifications go (its stdout), set by `main`.
+static NOTIFY: std::sync::OnceLock<Box<dyn Fn(Value) + Send + Sync>> = std::sync::OnceLock::new();
+
+pub fn set_notifier(notify: Box<dyn Fn(Value) + Send + Sync>) {
+    let _ = NOTIFY.set(notify);
+}
+
 fn end(id: &str, status: &'static str, outcome: Result<Value, Value>) {
+    // Like the TypeScript SDK's `storeTaskResult`: the status notification goes out before
+    // `tasks/result` can give the result.
+    if let Some(notify) = NOTIFY.get() {
+        notify(
+            json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+            "params": {"taskId": id, "status": status, "ttl": 60000,
+                       "createdAt": "2026-12-06T10:00:00Z", "lastUpdatedAt": "2026-12-06T10:00:02Z"}}),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     set(id, |task| {
         task.status = status;
         task.outcome = Some(outcome);

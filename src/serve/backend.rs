@@ -93,10 +93,19 @@ pub trait Backend: Send + Sync {
     /// Request `id` waits for the answer to the backend's question (`true`), or has it.
     fn set_asking(&self, id: &IdKey, asking: bool);
 
-    /// Request `id` (the gateway's held `tasks/result`) stands for the backend's task
-    /// `task`: what the backend says tied to that task (`related-task` `_meta`, its status
-    /// notifications) goes to it, whatever else runs.
-    fn tie_to_task(&self, _id: &IdKey, _task: &str) {}
+    /// Registers request `id` (the gateway's held `tasks/result`) as standing for the
+    /// backend's task `task`: what the backend says tied to that task (`related-task`
+    /// `_meta`, its status notifications) goes to it, whatever else runs. Such requests are
+    /// bounded by the tasks table, not by `--max-requests-per-session`.
+    fn register_tied(
+        &self,
+        id: IdKey,
+        body: &Bytes,
+        _task: &str,
+        waiter: mpsc::Sender<Event>,
+    ) -> Result<(), Conflict> {
+        self.register(id, body, None, waiter).map(|_| ())
+    }
 
     /// Requests registered and not yet answered.
     fn pending_count(&self) -> usize;

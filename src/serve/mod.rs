@@ -7,6 +7,7 @@ mod backend;
 pub mod child;
 mod child_call;
 pub mod child_era;
+mod orphans;
 mod server_events;
 mod session;
 mod sessions;

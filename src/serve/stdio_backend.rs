@@ -46,6 +46,8 @@ pub struct StdioBackend {
     /// Shared by a principal's 2026-07-28 calls (the pool's child), not one client's.
     shared: bool,
     events: Arc<ServerEvents>,
+    /// What the child said tied to a task nobody holds yet.
+    orphans: super::orphans::Orphans,
     /// Lines from the child that were not JSON-RPC or were too long, so the log can say so
     /// without a line of its own for each (a server that prints its debug output to stdout
     /// would flood it).
@@ -67,6 +69,7 @@ impl StdioBackend {
             max_pending,
             shared,
             events,
+            orphans: Default::default(),
             skipped_lines: AtomicU64::new(0),
         }
     }
@@ -101,8 +104,22 @@ impl StdioBackend {
             let pending = self.pending.lock().expect("backend lock");
             if let Some(holder) = pending.values().find(|p| p.task.as_deref() == Some(&task)) {
                 send_all(&holder.waiters, Event::Message(one_line));
-                return;
+            } else {
+                // Nobody holds the task yet (its creation's answer is still on its way to
+                // the gateway): kept for the holder, never guessed onto another call.
+                drop(pending);
+                let asker = (parsed.kind == Kind::Request)
+                    .then(|| parsed.id.map_or("null", |i| i.get()).to_owned());
+                for refused in self.orphans.keep(task, one_line, asker) {
+                    self.send_now(Bytes::from(crate::jsonrpc::error::error_response(
+                        &refused,
+                        crate::jsonrpc::error::INTERNAL_ERROR,
+                        "no client holds this task",
+                        None,
+                    )));
+                }
             }
+            return;
         }
         match parsed.kind {
             Kind::Response => self.answer(&parsed, one_line),
@@ -243,7 +260,8 @@ impl Backend for StdioBackend {
             existing.waiters.push(waiter);
             return Ok(false); // the same request again: wait for the same answer
         }
-        if pending.len() >= self.max_pending {
+        // Held `tasks/result`s are bounded by the tasks table, not by this.
+        if pending.values().filter(|p| p.task.is_none()).count() >= self.max_pending {
             return Err(Conflict::Full);
         }
         pending.insert(
@@ -289,10 +307,33 @@ impl Backend for StdioBackend {
         }
     }
 
-    fn tie_to_task(&self, id: &IdKey, task: &str) {
-        if let Some(pending) = self.pending.lock().expect("backend lock").get_mut(id) {
-            pending.task = Some(task.to_owned());
+    fn register_tied(
+        &self,
+        id: IdKey,
+        body: &Bytes,
+        task: &str,
+        waiter: mpsc::Sender<Event>,
+    ) -> Result<(), Conflict> {
+        let mut pending = self.pending.lock().expect("backend lock");
+        if pending.contains_key(&id) {
+            return Err(Conflict::DifferentRequest);
         }
+        // What the child said tied to the task before anyone held it goes first.
+        let early = self.orphans.take(task);
+        for line in early {
+            let _ = waiter.try_send(Event::Message(line));
+        }
+        pending.insert(
+            id,
+            Pending {
+                body: body.clone(),
+                waiters: vec![waiter],
+                progress: None,
+                asking: false,
+                task: Some(task.to_owned()),
+            },
+        );
+        Ok(())
     }
 
     fn pending_count(&self) -> usize {

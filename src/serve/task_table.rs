@@ -137,10 +137,19 @@ impl Tasks {
     }
 
     /// Whether `principal` may hold one more task (making room by dropping its oldest
-    /// finished task whose end the client has seen).
+    /// finished task whose end the client has seen). A check ahead of the call; the
+    /// insertion checks again.
     pub fn room_for(&self, principal: Option<&str>) -> Result<(), Full> {
         let mut tasks = self.tasks.lock().expect("tasks lock");
-        sweep(&mut tasks);
+        self.make_room(&mut tasks, principal)
+    }
+
+    fn make_room(
+        &self,
+        tasks: &mut HashMap<String, Arc<Task>>,
+        principal: Option<&str>,
+    ) -> Result<(), Full> {
+        sweep(tasks);
         let theirs: Vec<&Arc<Task>> = tasks
             .values()
             .filter(|t| t.principal.as_deref() == principal)
@@ -162,25 +171,29 @@ impl Tasks {
         Ok(())
     }
 
-    /// Records a new task and returns it under a fresh id.
-    pub fn insert(&self, new: NewTask) -> Arc<Task> {
+    /// Records a new task under a fresh id, if its principal has room (checked and taken
+    /// under one lock, so concurrent calls cannot pass the bound together).
+    pub fn insert(&self, new: NewTask) -> Result<Arc<Task>, Full> {
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        self.make_room(&mut tasks, new.principal.as_deref())?;
         let id = self.mint();
+        // A ttl past what a clock can add is as good as none: a long day stands for it.
+        let expires = Instant::now()
+            .checked_add(new.ttl)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
         let task = Arc::new(Task {
             id: id.clone(),
             principal: new.principal,
             child_id: new.child_id,
             backend: new.backend,
-            expires: Instant::now() + new.ttl,
+            expires,
             ttl_ms: new.ttl.as_millis().try_into().unwrap_or(u64::MAX),
             progress: Mutex::new(Progress::default()),
             settled: watch::Sender::new(false),
             dropped: CancellationToken::new(),
         });
-        self.tasks
-            .lock()
-            .expect("tasks lock")
-            .insert(id, task.clone());
-        task
+        tasks.insert(id, task.clone());
+        Ok(task)
     }
 
     /// The task `id` if it is `principal`'s and not expired: any other principal's task,

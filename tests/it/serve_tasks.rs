@@ -18,6 +18,19 @@ pub(crate) fn opted_in(mut params: Value) -> Value {
     crate::common::modern::enveloped(params)
 }
 
+/// The JSON-RPC answer in a session's reply, plain or the last message of its SSE stream
+/// (the child's status notifications may come first, as a session passes them on).
+fn answer_of(reply: &Answer) -> Value {
+    if reply.body.trim_start().starts_with('{') {
+        return reply.json();
+    }
+    reply
+        .events()
+        .into_iter()
+        .rfind(|e| e.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer in {}", reply.body))
+}
+
 pub(crate) fn error_code(answer: &Answer) -> (u16, Option<i64>) {
     (answer.status, answer.json()["error"]["code"].as_i64())
 }
@@ -160,7 +173,8 @@ async fn a_handshake_era_session_passes_2025_11_25_tasks_through_untouched() {
                    "params": {"name": "job", "arguments": {"seconds": 0}, "task": {"ttl": 60000}}}),
         )
         .await;
-    let task = &created.json()["result"]["task"];
+    let created_answer = answer_of(&created);
+    let task = &created_answer["result"]["task"];
     assert_eq!(
         task["ttl"], 60000,
         "the child's own task, as it is: {}",
@@ -177,7 +191,7 @@ async fn a_handshake_era_session_passes_2025_11_25_tasks_through_untouched() {
             json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": id}}),
         )
         .await;
-    assert_eq!(got.json()["result"]["taskId"], id, "{}", got.body);
+    assert_eq!(answer_of(&got)["result"]["taskId"], id, "{}", got.body);
     // 2025-11-25's tasks/result, which 2026-07-28 removed, with its related-task `_meta`.
     let result = serve
         .post(
@@ -185,7 +199,7 @@ async fn a_handshake_era_session_passes_2025_11_25_tasks_through_untouched() {
             json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": id}}),
         )
         .await;
-    let result = &result.json()["result"];
+    let result = &answer_of(&result)["result"];
     assert_eq!(result["content"][0]["text"], "job done: job", "{result}");
     assert_eq!(
         result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],

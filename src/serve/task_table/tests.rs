@@ -19,7 +19,9 @@ fn finish_and_read(task: &Task) {
 #[tokio::test]
 async fn a_task_is_its_principals_alone() {
     let tasks = Tasks::new(4, None);
-    let task = tasks.insert(new_task("alice", Duration::from_secs(60)));
+    let task = tasks
+        .insert(new_task("alice", Duration::from_secs(60)))
+        .unwrap();
     assert!(
         task.id.starts_with("task-") && task.id.len() > 30,
         "{}",
@@ -37,9 +39,20 @@ async fn a_task_is_its_principals_alone() {
 #[tokio::test]
 async fn the_bound_refuses_until_a_finished_and_read_task_makes_room() {
     let tasks = Tasks::new(2, None);
-    let first = tasks.insert(new_task("alice", Duration::from_secs(60)));
-    let second = tasks.insert(new_task("alice", Duration::from_secs(60)));
+    let first = tasks
+        .insert(new_task("alice", Duration::from_secs(60)))
+        .unwrap();
+    let second = tasks
+        .insert(new_task("alice", Duration::from_secs(60)))
+        .unwrap();
     assert_eq!(tasks.room_for(Some("alice")), Err(Full::Principal(2)));
+    assert!(
+        matches!(
+            tasks.insert(new_task("alice", Duration::from_secs(60))),
+            Err(Full::Principal(2))
+        ),
+        "the insertion checks too"
+    );
     assert_eq!(
         tasks.room_for(Some("bob")),
         Ok(()),
@@ -62,7 +75,9 @@ async fn the_bound_refuses_until_a_finished_and_read_task_makes_room() {
 async fn a_task_is_dropped_when_its_ttl_is_up_and_not_before() {
     let tasks = Tasks::new(4, None);
     let started = std::time::Instant::now();
-    let task = tasks.insert(new_task("alice", Duration::from_millis(200)));
+    let task = tasks
+        .insert(new_task("alice", Duration::from_millis(200)))
+        .unwrap();
     assert_eq!(task.ttl_ms, 200);
     let deadline = started + Duration::from_secs(10);
     while tasks.get(&task.id, Some("alice")).is_some() {
@@ -79,7 +94,9 @@ async fn a_task_is_dropped_when_its_ttl_is_up_and_not_before() {
 #[tokio::test]
 async fn an_outcome_is_awaited_and_set_once() {
     let tasks = Tasks::new(4, None);
-    let task = tasks.insert(new_task("alice", Duration::from_secs(60)));
+    let task = tasks
+        .insert(new_task("alice", Duration::from_secs(60)))
+        .unwrap();
     assert!(
         task.outcome_within(Duration::from_millis(10))
             .await
@@ -117,7 +134,9 @@ async fn among_replicas_a_task_id_names_its_owner_and_nothing_else_does() {
         owner: "https://a.example".into(),
     };
     let tasks = Tasks::new(4, Some(sealing()));
-    let task = tasks.insert(new_task("alice", Duration::from_secs(60)));
+    let task = tasks
+        .insert(new_task("alice", Duration::from_secs(60)))
+        .unwrap();
     assert!(
         !task.id.contains("a.example"),
         "the owner is sealed, not shown"

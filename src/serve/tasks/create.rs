@@ -53,15 +53,18 @@ pub fn adopt(
             status,
         ))
     };
-    if let Err(Full::Principal(max)) = gateway.tasks.room_for(principal.as_deref()) {
-        return refuse(full_message(max), StatusCode::TOO_MANY_REQUESTS);
-    }
-    let task = gateway.tasks.insert(NewTask {
+    let inserted = gateway.tasks.insert(NewTask {
         principal,
         child_id: child_id.clone(),
         backend: Arc::downgrade(backend),
         ttl,
     });
+    let task = match inserted {
+        Ok(task) => task,
+        Err(Full::Principal(max)) => {
+            return refuse(full_message(max), StatusCode::TOO_MANY_REQUESTS);
+        }
+    };
     let holding = Holding {
         tasks: gateway.tasks.clone(),
         upstream_id: gateway.pool.next_id(),
@@ -92,7 +95,7 @@ pub fn adopt(
 /// The refusal past `--max-tasks-per-principal`.
 pub fn full_message(max: usize) -> String {
     format!(
-        "Too Many Requests: you hold --max-tasks-per-principal ({max}) tasks that are running or whose end you have not read; read one with tasks/get or cancel one, then call again"
+        "Too Many Requests: you hold --max-tasks-per-principal ({max}) tasks that are running or whose end you have not read; read an ended one with tasks/get (or wait for one to end or cancel it, then read it), then call again"
     )
 }
 

@@ -15,11 +15,16 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::view::announce;
 use crate::jsonrpc::error::{METHOD_NOT_FOUND, error_response};
 use crate::jsonrpc::message::{IdKey, Kind, parse};
 use crate::serve::backend::{Conflict, Event};
 use crate::serve::pool::Backend;
 use crate::serve::task_table::{Outcome, Question, Task, Tasks};
+
+/// The most questions one task may wait on at once (each up to `--max-message-size`);
+/// more are refused to the child.
+const MOST_QUESTIONS: usize = 32;
 
 /// What the holder needs of the gateway.
 pub struct Holding {
@@ -44,24 +49,22 @@ pub fn hold(holding: Holding, backend: Arc<Backend>, task: Arc<Task>) -> Result<
     ));
     let session = backend.session.clone();
     let (tx, rx) = mpsc::channel(64);
-    session.backend.register(key.clone(), &line, None, tx)?;
-    session.backend.tie_to_task(&key, &task.child_id);
+    session
+        .backend
+        .register_tied(key.clone(), &line, &task.child_id, tx)?;
     session.busy.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {
         let sent = session.backend.send(line, holding.send_wait).await;
-        if sent.is_ok() {
-            follow(&backend, &task, rx).await;
-        } else {
-            task.settle(Outcome::Error(
-                json!({"code": crate::jsonrpc::error::INTERNAL_ERROR, "message": "the MCP server stopped taking requests"}),
-            ));
-        }
+        let followed = sent.is_ok() && follow(&backend, &task, rx).await;
         session.backend.forget(&key);
         session.busy.fetch_sub(1, Ordering::Relaxed);
         session.touch();
-        if task.progress.lock().expect("task lock").outcome.is_none() {
-            // Dropped before its end (ttl, eviction): the child is told to stop it.
+        if !followed {
+            // Dropped before its end (ttl, eviction), or never followed: the child is told
+            // to stop it, and the client that it is lost.
             cancel_in_child(&backend, &task, &holding.upstream_id);
+            task.settle(lost());
+            announce(&backend, &task);
         }
         // The task is kept (its result readable) until its ttl is up.
         tokio::select! {
@@ -72,13 +75,13 @@ pub fn hold(holding: Holding, backend: Arc<Backend>, task: Arc<Task>) -> Result<
     Ok(())
 }
 
-/// Follows the held request until the task ends or is dropped.
-async fn follow(backend: &Backend, task: &Task, mut rx: mpsc::Receiver<Event>) {
+/// Follows the held request until the task ends (true) or is dropped (false).
+async fn follow(backend: &Backend, task: &Task, mut rx: mpsc::Receiver<Event>) -> bool {
     loop {
         let event = tokio::select! {
             event = rx.recv() => event,
-            _ = tokio::time::sleep_until(task.expires) => return,
-            _ = task.dropped.cancelled() => return,
+            _ = tokio::time::sleep_until(task.expires) => return false,
+            _ = task.dropped.cancelled() => return false,
         };
         match event {
             Some(Event::Message(line)) => {
@@ -88,58 +91,22 @@ async fn follow(backend: &Backend, task: &Task, mut rx: mpsc::Receiver<Event>) {
             Some(Event::Answer(line)) => {
                 task.settle(outcome_of(&line));
                 announce(backend, task);
-                return;
+                return true;
             }
-            Some(Event::Failed(why)) => {
-                task.settle(Outcome::Error(
-                    json!({"code": crate::jsonrpc::error::INTERNAL_ERROR, "message": why}),
-                ));
-                return;
-            }
-            None => {
-                task.settle(Outcome::Error(json!({"code": crate::jsonrpc::error::INTERNAL_ERROR, "message": "the MCP server ended"})));
-                return;
+            // The child is gone (its reason stays in the gateway's log).
+            Some(Event::Failed(_)) | None => {
+                task.settle(lost());
+                announce(backend, task);
+                return true;
             }
         }
     }
 }
 
-/// Tells the client's listens (`subscriptions/listen` with `taskIds`) that the task's
-/// status, or the questions it waits on, changed (`notifications/tasks`, the task as
-/// `tasks/get` would show it).
-fn announce(backend: &Backend, task: &Task) {
-    let (snapshot, outcome) = {
-        let progress = task.progress.lock().expect("task lock");
-        let mut snapshot = progress
-            .last
-            .clone()
-            .unwrap_or_else(|| json!({"status": "working"}));
-        if progress.cancelled && progress.outcome.is_some() {
-            snapshot["status"] = json!("cancelled");
-        }
-        (snapshot, progress.outcome.clone())
-    };
-    let mut view = super::methods::compose(task, snapshot, outcome);
-    let said = format!(
-        "{}:{:?}",
-        view["status"],
-        view.get("inputRequests")
-            .and_then(Value::as_object)
-            .map(|r| r.keys().cloned().collect::<Vec<_>>())
-    );
-    {
-        let mut progress = task.progress.lock().expect("task lock");
-        if progress.announced.as_deref() == Some(said.as_str()) {
-            return;
-        }
-        progress.announced = Some(said);
-    }
-    if let Some(view) = view.as_object_mut() {
-        view.remove("resultType");
-    }
-    let line =
-        json!({"jsonrpc": "2.0", "method": crate::era::tasks::STATUS_NOTIFICATION, "params": view});
-    backend.session.events.change(Bytes::from(line.to_string()));
+/// The error of a task whose child is gone or that was dropped before its end.
+fn lost() -> Outcome {
+    Outcome::Error(json!({"code": crate::jsonrpc::error::INTERNAL_ERROR,
+        "message": "the task is lost: the MCP server exited or stopped taking requests, or the task's ttl was up"}))
 }
 
 /// The held request's answer as the task's outcome.
@@ -188,6 +155,17 @@ fn on_message(backend: &Backend, task: &Task, line: &[u8]) {
                 return;
             }
             let mut progress = task.progress.lock().expect("task lock");
+            if progress.questions.len() >= MOST_QUESTIONS {
+                drop(progress);
+                let refusal = error_response(
+                    &asker_raw_id,
+                    crate::jsonrpc::error::INTERNAL_ERROR,
+                    &format!("a task may wait on {MOST_QUESTIONS} questions at once"),
+                    None,
+                );
+                backend.session.backend.send_now(Bytes::from(refusal));
+                return;
+            }
             progress.asked += 1;
             let key = format!("{}-{}", input_key(method), progress.asked);
             let params = crate::era::tasks::without_related_task(&params);

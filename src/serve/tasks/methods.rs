@@ -10,12 +10,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::era::tasks::{detailed_task, is_terminal};
+use super::view::{announce, compose, known_end};
+use crate::era::tasks::is_terminal;
 use crate::jsonrpc::error::{INTERNAL_ERROR, INVALID_PARAMS, error_response};
 use crate::serve::gateway::Gateway;
 use crate::serve::params::ask_answer;
 use crate::serve::pool::Backend;
-use crate::serve::task_table::{Outcome, Task};
+use crate::serve::task_table::Task;
 
 /// The longest `tasks/get` waits for the result of a task the child calls finished (the
 /// held `tasks/result` brings it a moment later, or not at all if the child is broken).
@@ -92,53 +93,6 @@ async fn get(gateway: &Arc<Gateway>, raw_id: &str, task: &Arc<Task>) -> Line {
     complete(raw_id, compose(task, snapshot, outcome))
 }
 
-/// The 2026-07-28 view of a task from the child's word on it (`snapshot`, a 2025-11-25
-/// `Task`) and what the gateway holds: the outcome decides an ended task; a running one
-/// is `input_required` exactly while a question of its is in hand.
-pub fn compose(task: &Task, mut snapshot: Value, outcome: Option<Outcome>) -> Value {
-    snapshot["ttl"] = json!(task.ttl_ms);
-    let status = snapshot["status"].as_str().unwrap_or("working").to_owned();
-    if is_terminal(&status) || outcome.is_some() {
-        let (status, result, error) = ended(&status, outcome);
-        snapshot["status"] = json!(status);
-        return detailed_task(&snapshot, &task.id, result.as_ref(), error.as_ref(), None);
-    }
-    let questions = task.progress.lock().expect("task lock").questions.clone();
-    if questions.is_empty() {
-        if status == "input_required" {
-            // The child's question is on its way to the held `tasks/result`.
-            snapshot["status"] = json!("working");
-        }
-        return detailed_task(&snapshot, &task.id, None, None, None);
-    }
-    snapshot["status"] = json!("input_required");
-    let requests: Map<String, Value> = questions
-        .into_iter()
-        .map(|(key, q)| (key, json!({"method": q.method, "params": q.params})))
-        .collect();
-    detailed_task(&snapshot, &task.id, None, None, Some(&requests))
-}
-
-/// What a finished task shows: its status, and the result or error to inline. In
-/// 2026-07-28 a tool's own error (`isError`) is a completed task with that result, and
-/// `failed` is for a protocol error, inlined as `error`; so the outcome decides, whatever
-/// status the child gave. A task that ended without an outcome (the child never answered
-/// its `tasks/result`) failed.
-fn ended(status: &str, outcome: Option<Outcome>) -> (&'static str, Option<Value>, Option<Value>) {
-    match (status, outcome) {
-        ("cancelled", _) => ("cancelled", None, None),
-        (_, Some(Outcome::Result(result))) => ("completed", Some(result), None),
-        (_, Some(Outcome::Error(error))) => ("failed", None, Some(error)),
-        (_, None) => (
-            "failed",
-            None,
-            Some(
-                json!({"code": INTERNAL_ERROR, "message": "the MCP server ended the task without giving its result"}),
-            ),
-        ),
-    }
-}
-
 /// Why the child could not say how the task is.
 enum Lost {
     /// It does not know the task (its ttl, a restart it survived).
@@ -156,26 +110,25 @@ async fn child_task(gateway: &Arc<Gateway>, task: &Task) -> Result<Value, Lost> 
     let answer = ask_answer(gateway, &backend, "tasks/get", as_map(params)).await;
     match answer {
         Some(answer) if answer["result"].is_object() => Ok(answer["result"].clone()),
-        // The task is over and forgotten by the child, but the gateway kept its end.
-        _ => known_end(task).ok_or(if backend.session.ended.is_cancelled() {
-            Lost::Gone
-        } else {
-            Lost::Forgotten
-        }),
+        // The child says it has no such task: over and forgotten (the gateway may have
+        // kept its end), or lost.
+        Some(answer) if answer["error"].is_object() => known_end(task).ok_or(Lost::Forgotten),
+        // No answer in time (a busy child): the gateway's last word on it, not a verdict.
+        _ => known_end(task)
+            .or_else(|| last_word(task))
+            .ok_or(Lost::Gone),
     }
 }
 
-/// The child's last word, when the gateway already holds the task's end.
-fn known_end(task: &Task) -> Option<Value> {
+/// The child's last status notification on the task, or `working`, while it runs.
+fn last_word(task: &Task) -> Option<Value> {
     let progress = task.progress.lock().expect("task lock");
-    let status = match progress.outcome.as_ref()? {
-        _ if progress.cancelled => "cancelled",
-        Outcome::Result(_) => "completed",
-        Outcome::Error(_) => "failed",
-    };
-    let mut last = progress.last.clone().unwrap_or_else(|| json!({}));
-    last["status"] = json!(status);
-    Some(last)
+    Some(
+        progress
+            .last
+            .clone()
+            .unwrap_or_else(|| json!({"status": "working"})),
+    )
 }
 
 /// `tasks/update`: each answer that matches a pending question goes to the child; keys
@@ -194,8 +147,8 @@ async fn update(
             None,
         );
     };
-    let answers = {
-        let mut progress = task.progress.lock().expect("task lock");
+    let answers: Vec<(String, String)> = {
+        let progress = task.progress.lock().expect("task lock");
         if let Some((key, q)) = responses
             .iter()
             .filter_map(|(key, r)| {
@@ -213,48 +166,80 @@ async fn update(
             );
             return error_response(raw_id, INVALID_PARAMS, &why, None);
         }
-        let mut answers = Vec::new();
-        for (key, response) in responses {
-            if let Some(question) = progress.questions.remove(key) {
-                answers.push(format!(
+        responses
+            .iter()
+            .filter_map(|(key, response)| {
+                let question = progress.questions.get(key)?;
+                let answer = format!(
                     r#"{{"jsonrpc":"2.0","id":{},"result":{response}}}"#,
                     question.asker_raw_id
-                ));
-            }
-        }
-        answers
-    };
-    if let Some(backend) = task.live_backend() {
-        for answer in answers {
-            if backend
-                .session
-                .backend
-                .send(Bytes::from(answer), gateway.config.response_timeout)
-                .await
-                .is_err()
-            {
-                return error_response(
-                    raw_id,
-                    INTERNAL_ERROR,
-                    "the MCP server is not taking messages; the answer was not delivered",
-                    None,
                 );
-            }
+                Some((key.clone(), answer))
+            })
+            .collect()
+    };
+    let Some(backend) = task.live_backend() else {
+        return complete(raw_id, json!({"resultType": "complete"}));
+    };
+    for (key, answer) in answers {
+        let sent = backend
+            .session
+            .backend
+            .send(Bytes::from(answer), gateway.config.response_timeout)
+            .await;
+        if sent.is_err() {
+            // Still pending: the client may send it again.
+            return error_response(
+                raw_id,
+                INTERNAL_ERROR,
+                "the MCP server is not taking messages; the answer was not delivered, send it again",
+                None,
+            );
         }
+        task.progress
+            .lock()
+            .expect("task lock")
+            .questions
+            .remove(&key);
     }
+    announce(&backend, task);
     complete(raw_id, json!({"resultType": "complete"}))
 }
 
-/// `tasks/cancel`: the child is told once; a task already ended is acknowledged as it is.
+/// `tasks/cancel`: the child is told until it acknowledges; a task already ended (or whose
+/// cancel the child took) is acknowledged as it is.
 async fn cancel(gateway: &Arc<Gateway>, raw_id: &str, task: &Task) -> Line {
-    let (already, questions) = {
+    let ack = || complete(raw_id, json!({"resultType": "complete"}));
+    {
         let mut progress = task.progress.lock().expect("task lock");
-        let already = progress.cancelled || progress.outcome.is_some();
-        progress.cancelled |= !already;
-        (already, std::mem::take(&mut progress.questions))
+        // The client is done with it: an ended task may make room first.
+        progress.delivered = true;
+        if progress.cancelled || progress.outcome.is_some() {
+            return ack();
+        }
+    }
+    let Some(backend) = task.live_backend() else {
+        return ack();
     };
-    if !already && let Some(backend) = task.live_backend() {
-        // Its questions are answered with a refusal, so nothing in the child waits on them.
+    let params = as_map(json!({"taskId": task.child_id}));
+    let Some(answer) = ask_answer(gateway, &backend, "tasks/cancel", params).await else {
+        return error_response(
+            raw_id,
+            INTERNAL_ERROR,
+            "the MCP server did not take the cancellation in time; send tasks/cancel again",
+            None,
+        );
+    };
+    // A child that calls the task already finished (-32602) raced the client: the cancel
+    // is acknowledged all the same (it is idempotent in 2026-07-28), and the task shows
+    // how it really ended.
+    if answer["result"].is_object() {
+        let questions = {
+            let mut progress = task.progress.lock().expect("task lock");
+            progress.cancelled = true;
+            std::mem::take(&mut progress.questions)
+        };
+        // Its questions are refused, so nothing in the child waits on them.
         for question in questions.values() {
             let refusal = error_response(
                 &question.asker_raw_id,
@@ -264,12 +249,8 @@ async fn cancel(gateway: &Arc<Gateway>, raw_id: &str, task: &Task) -> Line {
             );
             backend.session.backend.send_now(Bytes::from(refusal));
         }
-        let params = as_map(json!({"taskId": task.child_id}));
-        // A child that calls the task already finished (-32602) raced the client: the
-        // cancel is acknowledged all the same (it is idempotent in 2026-07-28).
-        let _ = ask_answer(gateway, &backend, "tasks/cancel", params).await;
     }
-    complete(raw_id, json!({"resultType": "complete"}))
+    ack()
 }
 
 fn as_map(value: Value) -> Map<String, Value> {

@@ -6,6 +6,7 @@
 mod create;
 mod held;
 mod methods;
+mod view;
 
 pub use create::{Planned, adopt, plan};
 pub use methods::{answer, child_runs_tool_tasks};
