@@ -74,6 +74,17 @@ fn tasks_server() -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
                 );
             }
             "tools/call" if !opted_in => return error(&id, -32021, "slow runs only as a task"),
+            // A task with a "forever" ttl, which the server then forgets.
+            "tools/call" if params["name"] == "forever" => {
+                let mut created = task_view("working");
+                created["taskId"] = json!("t-forever");
+                created["ttlMs"] = json!(9_007_199_254_740_992_u64);
+                created["resultType"] = json!("task");
+                created
+            }
+            "tasks/get" if params["taskId"] == "t-forever" => {
+                return error(&id, -32602, "Task not found");
+            }
             "tools/call" if params["name"] == "quick" => {
                 json!({"resultType": "complete", "content": [{"type": "text", "text": "at once"}]})
             }
@@ -235,13 +246,6 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
         .expect("a task")
         .to_owned();
     assert_eq!(quick["result"]["task"]["status"], "completed", "{quick}");
-    let result = relay
-        .call(json!(2), "tasks/result", json!({"taskId": id}))
-        .await;
-    assert_eq!(
-        result["result"]["content"][0]["text"], "at once",
-        "{result}"
-    );
     // A task the server holds: cancelling it reaches the server.
     let mut statuses = Vec::new();
     relay
@@ -263,6 +267,33 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
     };
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("--max-tasks (2)"), "{refused}");
+    // A task whose end the host has read makes room: the quick one, read now.
+    relay
+        .send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}),
+        )
+        .await;
+    let result = loop {
+        let message = next_with_id(&mut relay, &mut statuses).await;
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        result["result"]["content"][0]["text"], "at once",
+        "{result}"
+    );
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call",
+                     "params": {"name": "quick", "arguments": {}, "task": {}}}))
+        .await;
+    let again = loop {
+        let message = next_with_id(&mut relay, &mut statuses).await;
+        if message["id"] == 40 {
+            break message;
+        }
+    };
+    assert_eq!(again["result"]["task"]["status"], "completed", "{again}");
     relay
         .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/cancel", "params": {"taskId": "t-1"}}))
         .await;
@@ -274,4 +305,37 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
     };
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
     assert_eq!(upstream.posts_of("tasks/cancel").len(), 1);
+}
+
+#[tokio::test]
+async fn a_task_the_server_forgets_fails_and_a_forever_ttl_is_harmless() {
+    let upstream = Upstream::start(tasks_server()).await;
+    let mut relay = Relay::start(&upstream.url, &[]).await;
+    legacy_host(&mut relay).await;
+    let created = relay
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "forever", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(
+        created["result"]["task"]["taskId"], "t-forever",
+        "{created}"
+    );
+    // tasks/result waits for the end; the server's -32602 on the next poll is that end.
+    let mut statuses = Vec::new();
+    relay
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": "t-forever"}}))
+        .await;
+    let result = next_with_id(&mut relay, &mut statuses).await;
+    assert_eq!(result["id"], 2, "{result}");
+    assert_eq!(result["error"]["code"], -32603, "{result}");
+    assert!(
+        statuses.iter().any(|s| s["status"] == "failed"),
+        "the host was told: {statuses:?}"
+    );
+    // The relay still serves (its table was never poisoned by the huge ttl).
+    let listed = relay.call(json!(3), "tasks/list", json!({})).await;
+    assert_eq!(listed["result"]["tasks"][0]["status"], "failed", "{listed}");
 }

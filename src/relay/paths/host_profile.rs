@@ -88,6 +88,10 @@ impl HostProfile {
         if !stamp.capabilities.is_object() {
             stamp.capabilities = json!({});
         }
+        // A host's `extensions` that is not an object is replaced, not indexed into.
+        if !stamp.capabilities["extensions"].is_object() {
+            stamp.capabilities["extensions"] = json!({});
+        }
         stamp.capabilities["extensions"][crate::era::tasks::EXTENSION] = json!({});
         stamp
     }

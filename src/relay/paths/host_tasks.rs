@@ -33,6 +33,8 @@ struct Followed {
     /// Flips to true when the outcome is in.
     ended: watch::Sender<bool>,
     expires: Instant,
+    /// The host read its end: it may make room for a new task.
+    delivered: bool,
 }
 
 /// The tasks a legacy host holds on the server, and what following them needs.
@@ -42,6 +44,12 @@ pub struct HostTasks {
     profile: Arc<HostProfile>,
     tasks: Mutex<HashMap<String, Followed>>,
 }
+
+/// How long the relay keeps a task: the server's ttl, an hour without one, a day at most.
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+const LONGEST_TTL: Duration = Duration::from_secs(86_400);
+/// Failed polls in a row after which a task is given up.
+const MOST_FAILED_POLLS: u32 = 10;
 
 /// The polling interval when the server gives none, and the bounds on one it gives.
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
@@ -62,11 +70,29 @@ impl HostTasks {
         tasks.retain(|_, t| t.expires > now);
     }
 
-    /// Whether the host may hold one more task.
+    /// Whether the host may hold one more task (making room by dropping the oldest ended
+    /// task whose end the host has read).
     pub fn has_room(&self, max: usize) -> bool {
         let mut tasks = self.tasks.lock().expect("tasks lock");
         Self::sweep(&mut tasks);
-        tasks.len() < max
+        if tasks.len() < max {
+            return true;
+        }
+        let read = tasks
+            .iter()
+            .filter(|(_, t)| t.delivered && t.outcome.is_some())
+            .min_by_key(|(_, t)| t.expires)
+            .map(|(id, _)| id.clone());
+        read.is_some_and(|id| tasks.remove(&id).is_some())
+    }
+
+    /// The host read the task's end.
+    fn delivered(&self, id: &str) {
+        if let Some(task) = self.tasks.lock().expect("tasks lock").get_mut(id)
+            && task.outcome.is_some()
+        {
+            task.delivered = true;
+        }
     }
 
     fn snapshot(&self, id: &str) -> Option<(Value, Option<Outcome>, watch::Receiver<bool>)> {
@@ -95,20 +121,26 @@ pub fn created(path: &Arc<HostTasks>, version: &str, result: &Value) -> Value {
         }
     };
     let id = task["taskId"].as_str().unwrap_or_default().to_owned();
+    // The server's ttl, at most a day: the relay keeps what it holds no longer (and a
+    // "forever" ttl such as 2^53 ms cannot overflow the clock).
     let ttl = task["ttl"]
         .as_u64()
-        .map_or(Duration::from_secs(3600), Duration::from_millis);
+        .map_or(DEFAULT_TTL, Duration::from_millis)
+        .min(LONGEST_TTL);
+    let expires = Instant::now() + ttl;
     let (ended, _) = watch::channel(outcome.is_some());
     let finished = outcome.is_some();
-    path.tasks.lock().expect("tasks lock").insert(
-        id.clone(),
-        Followed {
-            task: task.clone(),
-            outcome,
-            ended,
-            expires: Instant::now() + ttl,
-        },
-    );
+    let followed = Followed {
+        task: task.clone(),
+        outcome,
+        ended,
+        expires,
+        delivered: false,
+    };
+    path.tasks
+        .lock()
+        .expect("tasks lock")
+        .insert(id.clone(), followed);
     if !finished {
         let (path, version) = (path.clone(), version.to_owned());
         tokio::spawn(async move { follow(&path, &version, &id).await });
@@ -184,6 +216,7 @@ async fn result(path: &HostTasks, _raw_id: &str, id: &str) -> Result<Value, Erro
             outcome
         }
     };
+    path.delivered(id);
     match outcome {
         Ok(result) => Ok(tied_to(&result, id)),
         Err(error) => Err(ErrorLine(
@@ -202,14 +235,21 @@ async fn get(path: &HostTasks, version: &str, id: &str) -> Result<Value, ErrorLi
     if path.snapshot(id).is_none() {
         return Err(unknown(id));
     }
-    match ask_server(path, version, "tasks/get", json!({"taskId": id})).await {
+    let got = match ask_server(path, version, "tasks/get", json!({"taskId": id})).await {
         Ok(detailed) => Ok(record(path, id, &detailed)),
         // The relay made it, or the server forgot it: what the relay holds.
         Err(_) => path
             .snapshot(id)
             .map(|(task, _, _)| task)
             .ok_or_else(|| unknown(id)),
+    };
+    if got
+        .as_ref()
+        .is_ok_and(|task| is_terminal(task["status"].as_str().unwrap_or_default()))
+    {
+        path.delivered(id);
     }
+    got
 }
 
 /// `tasks/cancel`: a task already ended cannot be (as in 2025-11-25); otherwise the server
@@ -228,7 +268,7 @@ async fn cancel(path: &HostTasks, version: &str, id: &str) -> Result<Value, Erro
     }
     ask_server(path, version, "tasks/cancel", json!({"taskId": id}))
         .await
-        .map_err(|why| ErrorLine(INTERNAL_ERROR, why, None))?;
+        .map_err(|(_, why)| ErrorLine(INTERNAL_ERROR, why, None))?;
     let now = ask_server(path, version, "tasks/get", json!({"taskId": id})).await;
     let mut task = match now {
         Ok(detailed) => record(path, id, &detailed),
@@ -266,56 +306,75 @@ fn record(path: &HostTasks, id: &str, detailed: &Value) -> Value {
     task
 }
 
+/// Why the server gave no result: its error's code (none when there was no answer) and
+/// what was wrong.
+type Refusal = (Option<i64>, String);
+
 /// A request of the relay's own about a task, opted in; its result, or why there is none.
 async fn ask_server(
     path: &HostTasks,
     version: &str,
     method: &str,
     params: Value,
-) -> Result<Value, String> {
-    let Value::Object(params) = params else {
+) -> Result<Value, Refusal> {
+    let Value::Object(mut params) = params else {
         unreachable!("an object")
     };
-    let mut params = params;
     crate::era::envelope::stamp(&mut params, &path.profile.opted_in_stamp(version));
     let line = own_request(&path.ctx, version, method, &params)
         .await
-        .map_err(|failure| failure.message)?;
-    let answer: Value =
-        serde_json::from_slice(&line).map_err(|_| "the server's answer is not JSON".to_owned())?;
+        .map_err(|failure| (None, failure.message))?;
+    let answer: Value = serde_json::from_slice(&line)
+        .map_err(|_| (None, "the server's answer is not JSON".to_owned()))?;
     match answer.get("result") {
         Some(result) => Ok(result.clone()),
-        None => Err(answer["error"]["message"]
-            .as_str()
-            .unwrap_or("the server refused")
-            .to_owned()),
+        None => Err((
+            answer["error"]["code"].as_i64(),
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or("the server refused")
+                .to_owned(),
+        )),
     }
 }
 
 /// Follows a task until it ends: polls `tasks/get`, asks the host what the task asks,
-/// tells it of status changes.
+/// tells it of status changes (the end too, whoever saw it first). A task the server no
+/// longer knows (-32602), or that cannot be polled `MOST_FAILED_POLLS` times in a row,
+/// fails.
 async fn follow(path: &Arc<HostTasks>, version: &str, id: &str) {
     let mut asked: HashSet<String> = HashSet::new();
     let mut last_status = String::new();
     let mut poll = DEFAULT_POLL;
+    let mut failed_polls = 0;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
             _ = path.ctx.closing.cancelled() => return,
         }
-        let Some((_, outcome, _)) = path.snapshot(id) else {
+        let Some((task, outcome, _)) = path.snapshot(id) else {
             return;
         };
         if outcome.is_some() {
+            // The host's own tasks/get saw the end first: it is told all the same.
+            if task["status"] != last_status.as_str() {
+                notify_status(path, &task).await;
+            }
             return;
         }
         let detailed = match ask_server(path, version, "tasks/get", json!({"taskId": id})).await {
             Ok(detailed) => detailed,
-            Err(why) => {
+            Err((code, why)) => {
+                failed_polls += 1;
                 tracing::debug!(task = %id, "tasks/get failed while following the task: {why}");
+                if code == Some(INVALID_PARAMS) || failed_polls >= MOST_FAILED_POLLS {
+                    give_up(path, id, &why).await;
+                    return;
+                }
                 continue;
             }
         };
+        failed_polls = 0;
         if let Some(ms) = detailed["pollIntervalMs"].as_u64() {
             poll = Duration::from_millis(ms).clamp(FASTEST_POLL, SLOWEST_POLL);
         }
@@ -328,22 +387,39 @@ async fn follow(path: &Arc<HostTasks>, version: &str, id: &str) {
         if is_terminal(&status) {
             return;
         }
-        if let Some(requests) = detailed["inputRequests"].as_object() {
-            for (key, request) in requests {
-                if asked.insert(key.clone()) {
-                    let (path, version, id, key, request) = (
-                        path.clone(),
-                        version.to_owned(),
-                        id.to_owned(),
-                        key.clone(),
-                        request.clone(),
-                    );
-                    tokio::spawn(
-                        async move { ask_host(&path, &version, &id, &key, &request).await },
-                    );
-                }
+        let requests = detailed["inputRequests"].as_object();
+        // A key the server reuses in a later round is a new question.
+        asked.retain(|key| requests.is_some_and(|r| r.contains_key(key)));
+        for (key, request) in requests.into_iter().flatten() {
+            if asked.insert(key.clone()) {
+                let (path, version, id, key, request) = (
+                    path.clone(),
+                    version.to_owned(),
+                    id.to_owned(),
+                    key.clone(),
+                    request.clone(),
+                );
+                tokio::spawn(async move { ask_host(&path, &version, &id, &key, &request).await });
             }
         }
+    }
+}
+
+/// Ends a task the relay can no longer follow: failed, the host told first (so a
+/// `tasks/result` waiting for it answers after the notification).
+async fn give_up(path: &HostTasks, id: &str, why: &str) {
+    let Some((mut task, _, _)) = path.snapshot(id) else {
+        return;
+    };
+    task["status"] = json!("failed");
+    task["statusMessage"] = json!(why);
+    notify_status(path, &task).await;
+    let mut tasks = path.tasks.lock().expect("tasks lock");
+    if let Some(followed) = tasks.get_mut(id) {
+        followed.task = task;
+        followed.outcome = Some(Err(json!({"code": INTERNAL_ERROR,
+            "message": format!("the server can no longer say how the task is: {why}")})));
+        followed.ended.send_replace(true);
     }
 }
 
@@ -377,7 +453,7 @@ async fn ask_host(path: &HostTasks, version: &str, id: &str, key: &str, request:
         }
     };
     let update = json!({"taskId": id, "inputResponses": {key: response}});
-    if let Err(why) = ask_server(path, version, "tasks/update", update).await {
+    if let Err((_, why)) = ask_server(path, version, "tasks/update", update).await {
         tracing::info!(task = %id, "the server refused the host's answer to the task's {method}: {why}");
     }
 }
