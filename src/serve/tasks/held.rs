@@ -5,8 +5,8 @@
 //! questions as the task's pending `inputRequests`, and keeps the result or error for
 //! `tasks/get`. It is not a client's call: no `--timeout-response`, no cancellation when
 //! a client goes away; it ends with the task (the answer, the ttl, the child's end), and
-//! it keeps the child busy (not reaped as idle) and uses one of its
-//! `--max-requests-per-session` slots while it runs.
+//! it keeps the child busy (not reaped as idle) while it runs. It is bounded by the tasks
+//! table (`--max-tasks-per-principal`), not by `--max-requests-per-session`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
