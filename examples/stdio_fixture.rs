@@ -17,6 +17,9 @@ mod tasks;
 
 type Waiters = Arc<Mutex<HashMap<String, mpsc::Sender<Value>>>>;
 
+/// Numbers the questions tasks ask, so several of one task's are told apart.
+static TASK_QUESTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// What the client said to the question `ask-later` asked after its call ended.
 static HEARD_LATE: Mutex<String> = Mutex::new(String::new());
 
@@ -104,7 +107,8 @@ fn handle(
         let (out, waiters) = (out.clone(), waiters.clone());
         let asked = request["id"].to_string();
         Box::new(move |method: &str, params: Value| {
-            let question_id = format!("task-question-{asked}");
+            let n = TASK_QUESTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let question_id = format!("task-question-{asked}-{n}");
             let (tx, rx) = mpsc::channel();
             waiters.lock().unwrap().insert(question_id.clone(), tx);
             send(

@@ -28,7 +28,8 @@ pub fn legacy_capabilities(mut capabilities: Value) -> Value {
 
 /// The task tools, when tasks are on: `job` (optional; `{seconds, label}`, ends with
 /// "job done: LABEL"), `confirm` (required; asks `elicitation/create`, ends with what was
-/// answered) and `broken-job` (optional; ends with a JSON-RPC error).
+/// answered), `broken-job` (optional; ends with a JSON-RPC error) and `ask-many`
+/// (required; asks `{count}` questions at once, ends with how many were answered).
 pub fn tools() -> Vec<Value> {
     if !on() {
         return Vec::new();
@@ -41,6 +42,7 @@ pub fn tools() -> Vec<Value> {
         tool("job", "optional"),
         tool("confirm", "required"),
         tool("broken-job", "optional"),
+        tool("ask-many", "required"),
     ]
 }
 
@@ -75,7 +77,7 @@ struct Task {
 }
 
 /// Sends a request to the client and waits for its answer.
-pub type Ask = Box<dyn Fn(&str, Value) -> Value + Send>;
+pub type Ask = Box<dyn Fn(&str, Value) -> Value + Send + Sync>;
 
 static TASKS: LazyLock<(Mutex<HashMap<String, Task>>, Condvar)> = LazyLock::new(Default::default);
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -234,23 +236,26 @@ fn create(params: &Value, ask: Ask) -> Value {
     json!({"task": created})
 }
 
+/// Like the TypeScript SDK: a task's questions wait for a `tasks/result` to carry them.
+fn wait_for_result_open(id: &str) {
+    let (tasks, changed) = &*TASKS;
+    let mut all = tasks.lock().unwrap();
+    while all
+        .get(id)
+        .is_some_and(|t| !t.result_open && t.outcome.is_none())
+    {
+        all = changed
+            .wait_timeout(all, Duration::from_millis(50))
+            .unwrap()
+            .0;
+    }
+}
+
 fn run(id: &str, name: &str, arguments: &Value, ask: Ask) {
     let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
     match name {
         "confirm" => {
-            // Like the TypeScript SDK: the question waits for a `tasks/result` to carry it.
-            let (tasks, changed) = &*TASKS;
-            let mut all = tasks.lock().unwrap();
-            while all
-                .get(id)
-                .is_some_and(|t| !t.result_open && t.outcome.is_none())
-            {
-                all = changed
-                    .wait_timeout(all, Duration::from_millis(50))
-                    .unwrap()
-                    .0;
-            }
-            drop(all);
+            wait_for_result_open(id);
             set(id, |task| task.status = "input_required");
             let answer = ask(
                 "elicitation/create",
@@ -261,6 +266,38 @@ fn run(id: &str, name: &str, arguments: &Value, ask: Ask) {
             set(id, |task| task.status = "working");
             let said = answer["result"]["content"]["confirm"].to_string();
             end(id, "completed", Ok(text(format!("confirmed: {said}"))));
+        }
+        // `{count}` questions at once, tied to the task; ends saying how many were answered.
+        "ask-many" => {
+            wait_for_result_open(id);
+            set(id, |task| task.status = "input_required");
+            let count = arguments["count"].as_u64().unwrap_or(2);
+            let ask = std::sync::Arc::new(ask);
+            let asks: Vec<_> = (0..count)
+                .map(|n| {
+                    let (ask, id) = (ask.clone(), id.to_owned());
+                    std::thread::spawn(move || {
+                        let answer = ask(
+                            "elicitation/create",
+                            json!({"message": format!("question {n}"),
+                            "requestedSchema": {"type": "object", "properties": {}},
+                            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": id}}}),
+                        );
+                        answer.get("result").is_some()
+                    })
+                })
+                .collect();
+            let answered = asks
+                .into_iter()
+                .map(|a| a.join().unwrap_or(false))
+                .filter(|answered| *answered)
+                .count();
+            set(id, |task| task.status = "working");
+            end(
+                id,
+                "completed",
+                Ok(text(format!("answered: {answered} of {count}"))),
+            );
         }
         "broken-job" => end(
             id,

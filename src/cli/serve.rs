@@ -99,6 +99,7 @@ pub fn serve_config(args: ServeArgs, token_from_flag: bool) -> Result<ServeConfi
         input_timeout: args.input_timeout,
         max_tasks_per_principal: args.max_tasks_per_principal as usize,
         task_ttl: args.task_ttl,
+        max_task_questions: args.max_task_questions as usize,
         cluster,
         reload_grace: args.reload_grace,
         aggregate,

@@ -238,6 +238,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value = "3600", value_parser = positive_seconds, allow_hyphen_values = true)]
     pub(super) task_ttl: Duration,
 
+    /// Questions one such task may wait on at once (its elicitations, sampling and roots
+    /// requests, shown as `inputRequests`); more are refused to the server.
+    #[arg(long, value_name = "N", default_value = "32", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub(super) max_task_questions: u64,
+
     /// Diagnostics on stderr: off, error, warn, info, debug or trace.
     #[arg(long, value_enum, default_value = "info", env = "MCP_STDIO_LOG_LEVEL")]
     pub(super) log_level: LogLevel,

@@ -75,6 +75,8 @@ pub struct ServeConfig {
     pub max_tasks_per_principal: usize,
     /// `--task-ttl`: the longest a task is kept.
     pub task_ttl: Duration,
+    /// `--max-task-questions`: the questions one such task may wait on at once.
+    pub max_task_questions: usize,
     /// `--cluster-key-file` and `--advertise-url`: one of several replicas.
     pub cluster: Option<cluster::ClusterConfig>,
     /// `--reload-grace` (with `--config`): how long sessions of a server that a reload

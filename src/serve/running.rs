@@ -182,6 +182,7 @@ pub async fn open_authorization_server(
 fn task_table(config: &ServeConfig) -> Arc<super::task_table::Tasks> {
     Arc::new(super::task_table::Tasks::new(
         config.max_tasks_per_principal,
+        config.max_task_questions,
         config
             .cluster
             .as_ref()

@@ -67,6 +67,8 @@ pub struct Task {
     pub expires: Instant,
     /// Its ttl as the client is told it (`ttlMs`).
     pub ttl_ms: u64,
+    /// `--max-task-questions`: the questions it may wait on at once.
+    pub max_questions: usize,
     pub progress: Mutex<Progress>,
     /// Flips to true when the outcome is in.
     pub settled: watch::Sender<bool>,
@@ -124,14 +126,16 @@ pub struct NewTask {
 pub struct Tasks {
     sealing: Option<Sealing>,
     max_per_principal: usize,
+    max_questions: usize,
     tasks: Mutex<HashMap<String, Arc<Task>>>,
 }
 
 impl Tasks {
-    pub fn new(max_per_principal: usize, sealing: Option<Sealing>) -> Self {
+    pub fn new(max_per_principal: usize, max_questions: usize, sealing: Option<Sealing>) -> Self {
         Self {
             sealing,
             max_per_principal,
+            max_questions,
             tasks: Mutex::new(HashMap::new()),
         }
     }
@@ -188,6 +192,7 @@ impl Tasks {
             backend: new.backend,
             expires,
             ttl_ms: new.ttl.as_millis().try_into().unwrap_or(u64::MAX),
+            max_questions: self.max_questions,
             progress: Mutex::new(Progress::default()),
             settled: watch::Sender::new(false),
             dropped: CancellationToken::new(),

@@ -383,3 +383,39 @@ async fn a_listen_naming_its_tasks_hears_their_status_changes() {
         "l-1"
     );
 }
+
+#[tokio::test]
+async fn a_task_waits_on_at_most_max_task_questions_and_more_are_refused_to_the_child() {
+    let serve = tasking(&["--max-task-questions", "2"], &[]).await;
+    let id = created_task(&call(&serve, 1, "ask-many", json!({"count": 3}), true).await);
+    // Two questions are shown; the third is refused to the child as it comes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let asking = loop {
+        let got = until_status(&serve, &id, &["input_required", "completed"]).await;
+        if got["inputRequests"]
+            .as_object()
+            .is_some_and(|r| r.len() == 2)
+        {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let answers: serde_json::Map<String, Value> = asking["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|key| (key.clone(), json!({"action": "accept", "content": {}})))
+        .collect();
+    task_method(
+        &serve,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": answers}),
+    )
+    .await;
+    let done = until_status(&serve, &id, &["completed", "failed"]).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "answered: 2 of 3",
+        "{done}"
+    );
+}

@@ -18,7 +18,7 @@ fn finish_and_read(task: &Task) {
 
 #[tokio::test]
 async fn a_task_is_its_principals_alone() {
-    let tasks = Tasks::new(4, None);
+    let tasks = Tasks::new(4, 32, None);
     let task = tasks
         .insert(new_task("alice", Duration::from_secs(60)))
         .unwrap();
@@ -38,7 +38,7 @@ async fn a_task_is_its_principals_alone() {
 
 #[tokio::test]
 async fn the_bound_refuses_until_a_finished_and_read_task_makes_room() {
-    let tasks = Tasks::new(2, None);
+    let tasks = Tasks::new(2, 32, None);
     let first = tasks
         .insert(new_task("alice", Duration::from_secs(60)))
         .unwrap();
@@ -73,7 +73,7 @@ async fn the_bound_refuses_until_a_finished_and_read_task_makes_room() {
 
 #[tokio::test]
 async fn a_task_is_dropped_when_its_ttl_is_up_and_not_before() {
-    let tasks = Tasks::new(4, None);
+    let tasks = Tasks::new(4, 32, None);
     let started = std::time::Instant::now();
     let task = tasks
         .insert(new_task("alice", Duration::from_millis(200)))
@@ -93,7 +93,7 @@ async fn a_task_is_dropped_when_its_ttl_is_up_and_not_before() {
 
 #[tokio::test]
 async fn an_outcome_is_awaited_and_set_once() {
-    let tasks = Tasks::new(4, None);
+    let tasks = Tasks::new(4, 32, None);
     let task = tasks
         .insert(new_task("alice", Duration::from_secs(60)))
         .unwrap();
@@ -133,7 +133,7 @@ async fn among_replicas_a_task_id_names_its_owner_and_nothing_else_does() {
         sealer: key.sealer("task-id"),
         owner: "https://a.example".into(),
     };
-    let tasks = Tasks::new(4, Some(sealing()));
+    let tasks = Tasks::new(4, 32, Some(sealing()));
     let task = tasks
         .insert(new_task("alice", Duration::from_secs(60)))
         .unwrap();
@@ -144,6 +144,7 @@ async fn among_replicas_a_task_id_names_its_owner_and_nothing_else_does() {
     assert_eq!(tasks.owner(&task.id).as_deref(), Some("https://a.example"));
     let other = Tasks::new(
         4,
+        32,
         Some(Sealing {
             sealer: crate::cluster_key::ClusterKey::random().sealer("task-id"),
             owner: "x".into(),
@@ -156,6 +157,7 @@ async fn among_replicas_a_task_id_names_its_owner_and_nothing_else_does() {
     );
     let state_sealer = Tasks::new(
         4,
+        32,
         Some(Sealing {
             sealer: key.sealer("request-state"),
             owner: "x".into(),
@@ -166,5 +168,5 @@ async fn among_replicas_a_task_id_names_its_owner_and_nothing_else_does() {
         None,
         "a task id is not a requestState"
     );
-    assert_eq!(Tasks::new(4, None).owner(&task.id), None);
+    assert_eq!(Tasks::new(4, 32, None).owner(&task.id), None);
 }

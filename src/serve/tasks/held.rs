@@ -22,10 +22,6 @@ use crate::serve::backend::{Conflict, Event};
 use crate::serve::pool::Backend;
 use crate::serve::task_table::{Outcome, Question, Task, Tasks};
 
-/// The most questions one task may wait on at once (each up to `--max-message-size`);
-/// more are refused to the child.
-const MOST_QUESTIONS: usize = 32;
-
 /// What the holder needs of the gateway.
 pub struct Holding {
     pub tasks: Arc<Tasks>,
@@ -155,12 +151,14 @@ fn on_message(backend: &Backend, task: &Task, line: &[u8]) {
                 return;
             }
             let mut progress = task.progress.lock().expect("task lock");
-            if progress.questions.len() >= MOST_QUESTIONS {
+            // `--max-task-questions` (each up to `--max-message-size`): more are refused.
+            let most = task.max_questions;
+            if progress.questions.len() >= most {
                 drop(progress);
                 let refusal = error_response(
                     &asker_raw_id,
                     crate::jsonrpc::error::INTERNAL_ERROR,
-                    &format!("a task may wait on {MOST_QUESTIONS} questions at once"),
+                    &format!("a task may wait on {most} questions at once (--max-task-questions)"),
                     None,
                 );
                 backend.session.backend.send_now(Bytes::from(refusal));
