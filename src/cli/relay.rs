@@ -135,6 +135,11 @@ pub struct RelayArgs {
     /// task-augmented call past it is refused with an error naming this flag.
     #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     max_tasks: u64,
+
+    /// Seconds the relay keeps such a task at most: the server's ttl when shorter (a task
+    /// without one is kept this long); then the task is forgotten.
+    #[arg(long, value_name = "SECONDS", default_value = "86400", value_parser = positive_seconds, allow_hyphen_values = true)]
+    task_ttl: Duration,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -235,6 +240,7 @@ fn validate(
         max_input_rounds: args.max_input_rounds,
         input_timeout: args.input_timeout,
         max_tasks: args.max_tasks as usize,
+        task_ttl: args.task_ttl,
         shutdown_grace: args.shutdown_grace,
         oauth,
         audit: args.audit.settings(true)?,

@@ -38,6 +38,8 @@ pub struct RelayConfig {
     pub input_timeout: Duration,
     /// `--max-tasks`: 2025-11-25 tasks a legacy host may hold on a 2026-07-28 server.
     pub max_tasks: usize,
+    /// `--task-ttl`: the longest the relay keeps such a task.
+    pub task_ttl: Duration,
     /// `--audit-log` and what goes with it.
     pub audit: Option<crate::audit::Settings>,
     /// `--otel-endpoint` and the `OTEL_*` variables: where spans and metrics go, if anywhere.

@@ -339,3 +339,46 @@ async fn a_task_the_server_forgets_fails_and_a_forever_ttl_is_harmless() {
     let listed = relay.call(json!(3), "tasks/list", json!({})).await;
     assert_eq!(listed["result"]["tasks"][0]["status"], "failed", "{listed}");
 }
+
+#[tokio::test]
+async fn the_relay_keeps_a_task_at_most_task_ttl() {
+    let upstream = Upstream::start(tasks_server()).await;
+    let mut relay = Relay::start(&upstream.url, &["--task-ttl", "1"]).await;
+    legacy_host(&mut relay).await;
+    let started = std::time::Instant::now();
+    let quick = relay
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "quick", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let id = quick["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let kept = relay
+        .call(json!(2), "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(kept["result"]["status"], "completed", "{kept}");
+    let deadline = started + std::time::Duration::from_secs(10);
+    let mut n = 3;
+    loop {
+        let got = relay
+            .call(json!(n), "tasks/get", json!({"taskId": id}))
+            .await;
+        if got["error"]["code"] == -32602 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never forgotten: {got}"
+        );
+        n += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "kept its whole ttl"
+    );
+}

@@ -45,9 +45,6 @@ pub struct HostTasks {
     tasks: Mutex<HashMap<String, Followed>>,
 }
 
-/// How long the relay keeps a task: the server's ttl, an hour without one, a day at most.
-const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-const LONGEST_TTL: Duration = Duration::from_secs(86_400);
 /// Failed polls in a row after which a task is given up.
 const MOST_FAILED_POLLS: u32 = 10;
 
@@ -121,12 +118,14 @@ pub fn created(path: &Arc<HostTasks>, version: &str, result: &Value) -> Value {
         }
     };
     let id = task["taskId"].as_str().unwrap_or_default().to_owned();
-    // The server's ttl, at most a day: the relay keeps what it holds no longer (and a
-    // "forever" ttl such as 2^53 ms cannot overflow the clock).
+    // The server's ttl, at most --task-ttl (which also stands for "unlimited"): the relay
+    // keeps what it holds no longer, and a "forever" ttl such as 2^53 ms cannot overflow
+    // the clock.
+    let longest = path.ctx.config.task_ttl;
     let ttl = task["ttl"]
         .as_u64()
-        .map_or(DEFAULT_TTL, Duration::from_millis)
-        .min(LONGEST_TTL);
+        .map_or(longest, Duration::from_millis)
+        .min(longest);
     let expires = Instant::now() + ttl;
     let (ended, _) = watch::channel(outcome.is_some());
     let finished = outcome.is_some();
@@ -230,10 +229,15 @@ async fn result(path: &HostTasks, _raw_id: &str, id: &str) -> Result<Value, Erro
     }
 }
 
-/// `tasks/get`: the server's, as a 2025-11-25 `Task`.
+/// `tasks/get`: the server's, as a 2025-11-25 `Task`; an ended task's as the relay holds it.
 async fn get(path: &HostTasks, version: &str, id: &str) -> Result<Value, ErrorLine> {
-    if path.snapshot(id).is_none() {
+    let Some((task, outcome, _)) = path.snapshot(id) else {
         return Err(unknown(id));
+    };
+    if outcome.is_some() {
+        // Ended (or made by the relay for a call answered at once): nothing more to ask.
+        path.delivered(id);
+        return Ok(task);
     }
     let got = match ask_server(path, version, "tasks/get", json!({"taskId": id})).await {
         Ok(detailed) => Ok(record(path, id, &detailed)),
