@@ -145,6 +145,16 @@ async fn next_with_id(relay: &mut Relay, statuses: &mut Vec<Value>) -> Value {
     }
 }
 
+/// The answer to request `id`, the messages before it passed over (statuses kept).
+async fn answer_to(relay: &mut Relay, statuses: &mut Vec<Value>, id: u64) -> Value {
+    loop {
+        let message = next_with_id(relay, statuses).await;
+        if message["id"] == id {
+            return message;
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_legacy_hosts_task_runs_on_the_extension_with_its_question_tied_to_it() {
     let upstream = Upstream::start(tasks_server()).await;
@@ -259,12 +269,7 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
         .send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                      "params": {"name": "slow", "arguments": {}, "task": {}}}))
         .await;
-    let refused = loop {
-        let message = next_with_id(&mut relay, &mut statuses).await;
-        if message["id"] == 4 {
-            break message;
-        }
-    };
+    let refused = answer_to(&mut relay, &mut statuses, 4).await;
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("--max-tasks (2)"), "{refused}");
     // A task whose end the host has read makes room: the quick one, read now.
@@ -273,12 +278,7 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
             json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}),
         )
         .await;
-    let result = loop {
-        let message = next_with_id(&mut relay, &mut statuses).await;
-        if message["id"] == 2 {
-            break message;
-        }
-    };
+    let result = answer_to(&mut relay, &mut statuses, 2).await;
     assert_eq!(
         result["result"]["content"][0]["text"], "at once",
         "{result}"
@@ -287,22 +287,12 @@ async fn a_call_the_server_answers_at_once_is_a_completed_task_and_cancel_reache
         .send(json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call",
                      "params": {"name": "quick", "arguments": {}, "task": {}}}))
         .await;
-    let again = loop {
-        let message = next_with_id(&mut relay, &mut statuses).await;
-        if message["id"] == 40 {
-            break message;
-        }
-    };
+    let again = answer_to(&mut relay, &mut statuses, 40).await;
     assert_eq!(again["result"]["task"]["status"], "completed", "{again}");
     relay
         .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/cancel", "params": {"taskId": "t-1"}}))
         .await;
-    let cancelled = loop {
-        let message = next_with_id(&mut relay, &mut statuses).await;
-        if message["id"] == 5 {
-            break message;
-        }
-    };
+    let cancelled = answer_to(&mut relay, &mut statuses, 5).await;
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
     assert_eq!(upstream.posts_of("tasks/cancel").len(), 1);
 }
