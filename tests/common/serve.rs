@@ -453,6 +453,17 @@ impl Serve {
         method: &str,
         params: Value,
     ) -> http::Response<hyper::body::Incoming> {
+        self.open_modern_with(id, method, params, &[]).await
+    }
+
+    /// [`Serve::open_modern`] with `extra` headers besides the standard ones.
+    pub async fn open_modern_with(
+        &self,
+        id: Value,
+        method: &str,
+        params: Value,
+        extra: &[(&str, &str)],
+    ) -> http::Response<hyper::body::Incoming> {
         let (headers, body) = modern_request(id, method, params, None);
         let mut request = http::Request::builder()
             .method("POST")
@@ -461,6 +472,9 @@ impl Serve {
             .header("accept", "application/json, text/event-stream");
         for (k, v) in &headers {
             request = request.header(k, v);
+        }
+        for (k, v) in extra {
+            request = request.header(*k, *v);
         }
         let request = request.body(Full::new(Bytes::from(body))).unwrap();
         tokio::time::timeout(DEADLINE, self.http.request(request))

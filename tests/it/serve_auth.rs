@@ -728,3 +728,127 @@ async fn scopes_in_scp_as_a_string_or_a_list_both_count() {
         .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
 }
+
+/// A 2026-07-28 tasks request as `token`'s principal (opted in to the extension).
+async fn task_request(serve: &Serve, token: &str, id: u64, method: &str, params: Value) -> Answer {
+    let name = params["taskId"]
+        .as_str()
+        .or(params["name"].as_str())
+        .map(str::to_owned);
+    serve
+        .modern_with(
+            json!(id),
+            method,
+            crate::serve_tasks::opted_in(params),
+            name.as_deref(),
+            &[("authorization", &bearer(token))],
+        )
+        .await
+}
+
+#[tokio::test]
+async fn one_users_task_is_unknown_to_another_who_can_neither_read_answer_nor_cancel_it() {
+    let key = SigningKey::generate("k1");
+    let issuer = Issuer::start(&[&key]).await;
+    let serve = start_with_env(&issuer, &[], &[("FIXTURE_TASKS", "1")]).await;
+    let dave = key.sign(&issuer.claims("dave", AUDIENCE, SCOPE), None);
+    let erin = key.sign(&issuer.claims("erin", AUDIENCE, SCOPE), None);
+    let created = task_request(
+        &serve,
+        &dave,
+        1,
+        "tools/call",
+        json!({"name": "confirm", "arguments": {}}),
+    )
+    .await;
+    let id = created.json()["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", created.body))
+        .to_owned();
+    // Dave sees his task wait on its question (the channel is alive).
+    let asking = eventually("dave's task waits on its question", async || {
+        let got = task_request(&serve, &dave, 2, "tasks/get", json!({"taskId": id})).await;
+        if got.json()["result"]["status"] == "input_required" {
+            Ok(got.json())
+        } else {
+            Err(got.body)
+        }
+    })
+    .await;
+    let key_of_question = asking["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // Erin holds the id but not the task: every method says there is no such task.
+    let attacks = [
+        ("tasks/get", json!({"taskId": id})),
+        (
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {&key_of_question: {"action": "accept", "content": {"confirm": true}}}}),
+        ),
+        ("tasks/cancel", json!({"taskId": id})),
+    ];
+    for (n, (method, params)) in attacks.into_iter().enumerate() {
+        let refused = task_request(&serve, &erin, 10 + n as u64, method, params).await;
+        assert_eq!(
+            refused.json()["error"]["code"],
+            -32602,
+            "{method}: {}",
+            refused.body
+        );
+        assert!(
+            !refused.body.contains("confirm?"),
+            "nothing of the task shown: {}",
+            refused.body
+        );
+    }
+    // Nor does a listen of hers follow it.
+    let listen = serve
+        .open_modern_with(
+            json!("l-1"),
+            "subscriptions/listen",
+            crate::serve_tasks::opted_in(json!({"notifications": {"taskIds": [id]}})),
+            &[("authorization", &bearer(&erin))],
+        )
+        .await;
+    let mut body = listen.into_body();
+    let mut seen = String::new();
+    read_until(&mut body, &mut seen, |s| s.contains("acknowledged")).await;
+    let ack = &sse_data(&seen)[0];
+    assert_eq!(ack["params"]["notifications"], json!({}), "{seen}");
+    // Nothing changed: the question still waits, the child never heard of a cancel.
+    let still = task_request(&serve, &dave, 20, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(
+        still.json()["result"]["status"],
+        "input_required",
+        "{}",
+        still.body
+    );
+    assert!(still.json()["result"]["inputRequests"][&key_of_question].is_object());
+    assert!(!serve.stderr().contains("fixture: tasks/cancel"));
+    // And dave can still finish it.
+    task_request(
+        &serve,
+        &dave,
+        21,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {&key_of_question: {"action": "accept", "content": {"confirm": true}}}}),
+    )
+    .await;
+    let done = eventually("dave's task completes", async || {
+        let got = task_request(&serve, &dave, 22, "tasks/get", json!({"taskId": id})).await;
+        if got.json()["result"]["status"] == "completed" {
+            Ok(got.json())
+        } else {
+            Err(got.body)
+        }
+    })
+    .await;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"],
+        "confirmed: true"
+    );
+}
