@@ -48,7 +48,7 @@ pub fn hidden_tasks_refusal(
 }
 
 /// A task's states in both eras.
-pub const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
+const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
 
 /// Whether a status is final (no more changes, nothing more to ask).
 pub fn is_terminal(status: &str) -> bool {
@@ -102,9 +102,7 @@ pub fn plan_call(support: TaskSupport, opted_in: bool) -> CallPlan {
 
 /// Whether a request's client capabilities (`_meta`'s `clientCapabilities`) opt in.
 pub fn opted_in(client_capabilities: &Value) -> bool {
-    client_capabilities["extensions"]
-        .as_object()
-        .is_some_and(|extensions| extensions.contains_key(EXTENSION))
+    offers_extension(client_capabilities)
 }
 
 /// The `data` of the -32021 a request without the opt-in gets.
@@ -124,42 +122,30 @@ pub fn legacy_capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
-/// Capabilities for the other era: a 2025-11-25 server's `tasks` becomes the extension (and
-/// `tasks` goes), or the extension becomes `tasks` for a 2025-11-25 host.
-pub fn capabilities_to_modern(capabilities: &mut Map<String, Value>) {
-    let runs_tasks = legacy_server_runs_tool_tasks(&Value::Object(capabilities.clone()));
-    capabilities.remove("tasks");
-    if runs_tasks {
-        let extensions = capabilities
-            .entry("extensions")
-            .or_insert_with(|| json!({}));
-        if let Some(extensions) = extensions.as_object_mut() {
-            extensions.insert(EXTENSION.to_owned(), json!({}));
-        }
-    }
+/// Whether capabilities (a server's or a client's) carry the extension.
+pub fn offers_extension(capabilities: &Value) -> bool {
+    capabilities["extensions"]
+        .as_object()
+        .is_some_and(|extensions| extensions.contains_key(EXTENSION))
 }
 
-/// See [`capabilities_to_modern`]; the reverse.
-pub fn capabilities_to_legacy(capabilities: &mut Map<String, Value>) {
-    let offers = capabilities
-        .get("extensions")
-        .and_then(Value::as_object)
-        .is_some_and(|e| e.contains_key(EXTENSION));
-    if let Some(extensions) = capabilities
-        .get_mut("extensions")
-        .and_then(Value::as_object_mut)
-    {
-        extensions.remove(EXTENSION);
+/// Adds the extension to capabilities (a server's it is offered in, or a request's that
+/// opts in). Anything in the way that is not an object (a peer's `extensions: true`) is
+/// replaced, never indexed into.
+pub fn declare_extension(capabilities: &mut Value) {
+    if !capabilities.is_object() {
+        *capabilities = json!({});
     }
-    if offers {
-        capabilities.insert("tasks".into(), legacy_capability());
+    if !capabilities["extensions"].is_object() {
+        capabilities["extensions"] = json!({});
     }
+    capabilities["extensions"][EXTENSION] = json!({});
 }
 
 /// A 2025-11-25 `Task` as the 2026-07-28 extension shows it, under the id `task_id` (the
 /// gateway's own, which the client uses from now on): `ttl` becomes `ttlMs` (always
 /// present; `null` for unlimited), `pollInterval` becomes `pollIntervalMs`.
-pub fn task_to_modern(task: &Value, task_id: &str) -> Map<String, Value> {
+fn task_to_modern(task: &Value, task_id: &str) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("taskId".into(), Value::String(task_id.to_owned()));
     for key in ["status", "statusMessage", "createdAt", "lastUpdatedAt"] {

@@ -139,21 +139,21 @@ fn a_call_becomes_a_task_only_where_the_tool_allows_and_the_client_opted_in() {
 }
 
 #[test]
-fn capabilities_swap_the_legacy_entry_for_the_extension_and_back() {
-    let mut caps = json!({"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}})
-        .as_object()
-        .unwrap()
-        .clone();
-    capabilities_to_modern(&mut caps);
-    assert!(caps.get("tasks").is_none());
-    assert_eq!(caps["extensions"][EXTENSION], json!({}));
-    capabilities_to_legacy(&mut caps);
-    assert_eq!(caps["tasks"], legacy_capability());
-    assert_eq!(caps["extensions"], json!({}));
-    // A server whose tasks are not for tool calls offers nothing to a 2026-07-28 client.
-    let mut other = json!({"tasks": {"list": {}}}).as_object().unwrap().clone();
-    capabilities_to_modern(&mut other);
-    assert!(other.get("tasks").is_none() && other.get("extensions").is_none());
+fn the_extension_is_declared_over_whatever_is_in_the_way_and_read_back() {
+    let mut caps = json!({"tools": {}, "extensions": {"other/ext": {}}});
+    assert!(!offers_extension(&caps));
+    declare_extension(&mut caps);
+    assert!(offers_extension(&caps) && opted_in(&caps));
+    assert_eq!(caps["extensions"]["other/ext"], json!({}), "others kept");
+    for mut odd in [
+        json!({"extensions": true}),
+        json!({"extensions": []}),
+        json!(null),
+        json!(7),
+    ] {
+        declare_extension(&mut odd);
+        assert_eq!(odd["extensions"], json!({EXTENSION: {}}), "{odd}");
+    }
 }
 
 #[test]

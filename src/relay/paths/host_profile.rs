@@ -85,14 +85,7 @@ impl HostProfile {
     /// The envelope for a request of the relay's own about a task (opted in).
     pub fn opted_in_stamp(&self, version: &str) -> Stamp {
         let mut stamp = self.get().stamp(version);
-        if !stamp.capabilities.is_object() {
-            stamp.capabilities = json!({});
-        }
-        // A host's `extensions` that is not an object is replaced, not indexed into.
-        if !stamp.capabilities["extensions"].is_object() {
-            stamp.capabilities["extensions"] = json!({});
-        }
-        stamp.capabilities["extensions"][crate::era::tasks::EXTENSION] = json!({});
+        crate::era::tasks::declare_extension(&mut stamp.capabilities);
         stamp
     }
 

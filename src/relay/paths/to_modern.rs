@@ -133,9 +133,7 @@ async fn answer(
 /// The 2025-11-25 `tasks` capability for a 2025-11-25 host when the server offers the
 /// tasks extension: the relay runs the host's tasks on it.
 fn offer_tasks(result: &mut Value, discover: Option<&Value>) {
-    let offered = discover
-        .and_then(|d| d["capabilities"]["extensions"].as_object())
-        .is_some_and(|e| e.contains_key(crate::era::tasks::EXTENSION));
+    let offered = discover.is_some_and(|d| crate::era::tasks::offers_extension(&d["capabilities"]));
     if offered && result["protocolVersion"] == "2025-11-25" {
         result["capabilities"]["tasks"] = crate::era::tasks::legacy_capability();
     }

@@ -166,17 +166,8 @@ async fn call_checked(
 /// extension when it runs tools as tasks (the gateway translates them).
 fn discover(backend: &Backend, raw_id: &str) -> Response<Body> {
     let mut result = discover_result(&backend.initialize);
-    if tasks::child_runs_tool_tasks(backend)
-        && let Some(capabilities) = result["capabilities"].as_object_mut()
-    {
-        // A child's `extensions` that is not an object is replaced, not indexed into.
-        let extensions = capabilities
-            .entry("extensions")
-            .or_insert_with(|| serde_json::json!({}));
-        if !extensions.is_object() {
-            *extensions = serde_json::json!({});
-        }
-        extensions[crate::era::tasks::EXTENSION] = serde_json::json!({});
+    if tasks::child_runs_tool_tasks(backend) {
+        crate::era::tasks::declare_extension(&mut result["capabilities"]);
     }
     let line = format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{result}}}"#);
     json(StatusCode::OK, Bytes::from(line))
