@@ -111,7 +111,7 @@ pub fn created(path: &Arc<HostTasks>, version: &str, result: &Value) -> Value {
         // result the way it asked to.
         None => {
             let id = path.ctx.next_upstream_id("task");
-            let now = chrono_now();
+            let now = rfc3339_now();
             let task = json!({"taskId": id, "status": "completed", "ttl": null,
                               "createdAt": now, "lastUpdatedAt": now});
             (task, Some(Ok(result.clone())))
@@ -148,7 +148,7 @@ pub fn created(path: &Arc<HostTasks>, version: &str, result: &Value) -> Value {
 }
 
 /// The time now as RFC 3339, for a task the relay makes itself.
-fn chrono_now() -> String {
+fn rfc3339_now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 

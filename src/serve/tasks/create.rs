@@ -36,20 +36,11 @@ pub fn adopt(
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis);
     let ttl = child_ttl.map_or(gateway.config.task_ttl, |t| t.min(gateway.config.task_ttl));
-    let refuse = |message: String, status: StatusCode| {
+    let refuse = |message: &str, status: StatusCode| {
         // Nobody will read it: the child is told to stop it.
-        let line = crate::era::request::request_line(
-            &serde_json::to_string(&format!("{}-cancel", gateway.pool.next_id()))
-                .expect("a string"),
-            "tasks/cancel",
-            &json!({"taskId": child_id})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
-        backend.session.backend.send_now(bytes::Bytes::from(line));
+        cancel_in_child(backend, &child_id, &gateway.pool.next_id());
         Some((
-            error_response(raw_id, INTERNAL_ERROR, &message, None),
+            error_response(raw_id, INTERNAL_ERROR, message, None),
             status,
         ))
     };
@@ -62,7 +53,7 @@ pub fn adopt(
     let task = match inserted {
         Ok(task) => task,
         Err(Full::Principal(max)) => {
-            return refuse(full_message(max), StatusCode::TOO_MANY_REQUESTS);
+            return refuse(&full_message(max), StatusCode::TOO_MANY_REQUESTS);
         }
     };
     let holding = Holding {
@@ -71,20 +62,12 @@ pub fn adopt(
         send_wait: gateway.config.response_timeout,
     };
     if hold(holding, backend.clone(), task.clone()).is_err() {
+        // Only an id already in use refuses a held request (ids are fresh): not expected.
         gateway.tasks.remove(&task.id);
-        cancel_in_child(backend, &task, &gateway.pool.next_id());
-        return Some((
-            error_response(
-                raw_id,
-                INTERNAL_ERROR,
-                &format!(
-                    "Too Many Requests: --max-requests-per-session ({}) requests are in flight on this backend, and a task holds one while it runs",
-                    gateway.config.max_requests_per_session
-                ),
-                None,
-            ),
-            StatusCode::TOO_MANY_REQUESTS,
-        ));
+        return refuse(
+            "the gateway could not follow the task in the MCP server; call again",
+            StatusCode::OK,
+        );
     }
     let mut flat = create_result_to_modern(result, &task.id)?;
     flat["ttlMs"] = json!(task.ttl_ms);

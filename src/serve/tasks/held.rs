@@ -58,7 +58,7 @@ pub fn hold(holding: Holding, backend: Arc<Backend>, task: Arc<Task>) -> Result<
         if !followed {
             // Dropped before its end (ttl, eviction), or never followed: the child is told
             // to stop it, and the client that it is lost.
-            cancel_in_child(&backend, &task, &holding.upstream_id);
+            cancel_in_child(&backend, &task.child_id, &holding.upstream_id);
             task.settle(lost());
             announce(&backend, &task);
         }
@@ -190,11 +190,11 @@ fn input_key(method: &str) -> &'static str {
 }
 
 /// Tells the child to stop a task nobody will read (best effort).
-pub fn cancel_in_child(backend: &Backend, task: &Task, id_base: &str) {
+pub fn cancel_in_child(backend: &Backend, child_id: &str, id_base: &str) {
     let line = crate::era::request::request_line(
         &serde_json::to_string(&format!("{id_base}-cancel")).expect("a string"),
         "tasks/cancel",
-        &json!({"taskId": task.child_id})
+        &json!({"taskId": child_id})
             .as_object()
             .cloned()
             .unwrap_or_default(),
