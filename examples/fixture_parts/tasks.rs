@@ -283,6 +283,9 @@ fn run(id: &str, name: &str, arguments: &Value, ask: Ask) {
                             "requestedSchema": {"type": "object", "properties": {}},
                             "_meta": {"io.modelcontextprotocol/related-task": {"taskId": id}}}),
                         );
+                        if answer.get("error").is_some() {
+                            eprintln!("fixture: a task's question was refused");
+                        }
                         answer.get("result").is_some()
                     })
                 })

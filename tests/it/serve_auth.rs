@@ -753,6 +753,18 @@ async fn one_users_task_is_unknown_to_another_who_can_neither_read_answer_nor_ca
     let serve = start_with_env(&issuer, &[], &[("FIXTURE_TASKS", "1")]).await;
     let dave = key.sign(&issuer.claims("dave", AUDIENCE, SCOPE), None);
     let erin = key.sign(&issuer.claims("erin", AUDIENCE, SCOPE), None);
+    // The child's log shows a cancel that reaches it (the channel the absence is read on).
+    let job = task_request(
+        &serve,
+        &dave,
+        0,
+        "tools/call",
+        json!({"name": "job", "arguments": {"seconds": 30}}),
+    )
+    .await;
+    let job = job.json()["result"]["taskId"].as_str().unwrap().to_owned();
+    task_request(&serve, &dave, 1, "tasks/cancel", json!({"taskId": job})).await;
+    serve.wait_stderr("fixture: tasks/cancel").await;
     let created = task_request(
         &serve,
         &dave,
@@ -828,7 +840,11 @@ async fn one_users_task_is_unknown_to_another_who_can_neither_read_answer_nor_ca
         still.body
     );
     assert!(still.json()["result"]["inputRequests"][&key_of_question].is_object());
-    assert!(!serve.stderr().contains("fixture: tasks/cancel"));
+    assert_eq!(
+        serve.stderr().matches("fixture: tasks/cancel").count(),
+        1,
+        "only dave's own cancel reached the child"
+    );
     // And dave can still finish it.
     task_request(
         &serve,

@@ -388,7 +388,10 @@ async fn a_listen_naming_its_tasks_hears_their_status_changes() {
 async fn a_task_waits_on_at_most_max_task_questions_and_more_are_refused_to_the_child() {
     let serve = tasking(&["--max-task-questions", "2"], &[]).await;
     let id = created_task(&call(&serve, 1, "ask-many", json!({"count": 3}), true).await);
-    // Two questions are shown; the third is refused to the child as it comes.
+    // The third question is refused to the child as it comes; two are shown.
+    serve
+        .wait_stderr("fixture: a task's question was refused")
+        .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let asking = loop {
         let got = until_status(&serve, &id, &["input_required", "completed"]).await;
